@@ -1,0 +1,44 @@
+"""Small formatting helpers shared by readers, frames and the CLI (private)."""
+
+from __future__ import annotations
+
+import re
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def align_of(offset: int | None) -> int | None:
+    """Largest power of two dividing ``offset`` (``None`` for ``None`` or 0).
+
+    Example:
+        >>> align_of(0x1f00), align_of(48), align_of(0)
+        (256, 16, None)
+    """
+    if not offset:
+        return None
+    return offset & -offset
+
+
+def human_bytes(n: int | float) -> str:
+    """``1536`` -> ``'1.5 KiB'``.
+
+    Example:
+        >>> human_bytes(1536)
+        '1.5 KiB'
+    """
+    n = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{int(n)} B" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"  # pragma: no cover
+
+
+def escape(text: object) -> str:
+    """Make a name from a file safe to print on a terminal (control characters escaped).
+
+    Example:
+        >>> escape("a\\x1b[31mb")
+        'a\\\\x1b[31mb'
+    """
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text))

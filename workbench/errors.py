@@ -1,0 +1,105 @@
+"""The one error family raised for bad, unsupported or unsafe artifacts.
+
+Every failure caused by the *content* of a file is an :class:`ArtifactError` (a
+:class:`ValueError`) whose message names the file, the structure and the byte offset::
+
+    mlp.pte: segment 2 at 0x1f00 runs past end of file (size 0x1e80)
+
+Example:
+    >>> import workbench as wb
+    >>> try:
+    ...     wb.open("not_an_artifact.txt")
+    ... except wb.ArtifactError as e:
+    ...     print(type(e).__name__, e.offset)  # doctest: +SKIP
+    UnknownFormatError 0
+"""
+
+from __future__ import annotations
+
+import os
+
+__all__ = [
+    "ArtifactError",
+    "UnknownFormatError",
+    "TruncatedError",
+    "OutOfBoundsError",
+    "CorruptError",
+    "UnsupportedVersionError",
+    "MissingDataError",
+    "UnsafeContentError",
+]
+
+
+class ArtifactError(ValueError):
+    """Base of every error raised for a bad or unsupported artifact.
+
+    Attributes:
+        file: base name of the file (or ``None``).
+        structure: the structure being read, e.g. ``"Program.execution_plan[0].values[3]"``.
+        offset: absolute byte offset in ``file`` where the problem was found (or ``None``).
+        detail: the message without the location prefix.
+
+    Example:
+        >>> e = ArtifactError("bad magic", file="/tmp/x.pte", structure="file header", offset=4)
+        >>> str(e)
+        'x.pte: file header at 0x4: bad magic'
+    """
+
+    def __init__(
+        self,
+        detail: str,
+        *,
+        file: str | os.PathLike[str] | None = None,
+        structure: str | None = None,
+        offset: int | None = None,
+    ) -> None:
+        self.file = os.path.basename(os.fspath(file)) if file is not None else None
+        self.structure = structure
+        self.offset = offset
+        self.detail = detail
+        super().__init__(self._format())
+
+    def _format(self) -> str:
+        where = []
+        if self.structure:
+            where.append(self.structure)
+        if self.offset is not None:
+            where.append(f"at 0x{self.offset:x}")
+        loc = " ".join(where)
+        head = self.file or "<artifact>"
+        return f"{head}: {loc}: {self.detail}" if loc else f"{head}: {self.detail}"
+
+    def __reduce__(self):  # keep the keyword-only fields when pickled (process pools)
+        return (_rebuild, (type(self), self.detail, self.file, self.structure, self.offset))
+
+
+def _rebuild(cls, detail, file, structure, offset):  # pragma: no cover - used by pickle
+    return cls(detail, file=file, structure=structure, offset=offset)
+
+
+class UnknownFormatError(ArtifactError):
+    """The file's magic bytes match no format the workbench reads."""
+
+
+class TruncatedError(ArtifactError):
+    """The file ends before a structure that must be there."""
+
+
+class OutOfBoundsError(ArtifactError):
+    """An offset or length points outside the file or its enclosing structure."""
+
+
+class CorruptError(ArtifactError):
+    """A structure is inconsistent: overlap, bad alignment, unknown union type, bad UTF-8, ..."""
+
+
+class UnsupportedVersionError(ArtifactError):
+    """The format is recognised, but this version of it is not supported."""
+
+
+class MissingDataError(ArtifactError):
+    """Bytes live in an external file (e.g. a ``.ptd``) that was not found or not given."""
+
+
+class UnsafeContentError(ArtifactError):
+    """Reading this would require executing content from the file (pickle, shared objects)."""

@@ -1,0 +1,34 @@
+"""Format readers, one module per format, each with ``detect(head) -> bool`` and
+``read(source) -> Parsed``. Picked by magic bytes, never by file extension."""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from . import pte
+
+#: Readers in detection order.
+READERS: tuple[ModuleType, ...] = (pte,)
+
+#: Formats recognised by magic but not (yet) readable: (name, detect).
+_KNOWN_UNREADABLE = (
+    ("ptd (FlatTensor)", lambda h: len(h) >= 8 and h[4:8] == b"FT01"),
+    ("bpte (bundled program)", lambda h: len(h) >= 8 and h[4:6] == b"BP" and h[6:8].isdigit()),
+    ("pt2 (zip archive)", lambda h: h[:4] == b"PK\x03\x04"),
+)
+
+
+def detect(head: bytes) -> ModuleType | None:
+    """The reader module whose magic matches ``head``, or ``None``."""
+    for mod in READERS:
+        if mod.detect(head):
+            return mod
+    return None
+
+
+def recognised_unreadable(head: bytes) -> str | None:
+    """Name of a format we recognise by magic but cannot read yet."""
+    for name, det in _KNOWN_UNREADABLE:
+        if det(head):
+            return name
+    return None
