@@ -220,7 +220,7 @@ class _ProgramReader:
         self._check_overlap()
         # Constant data.
         self.constant_buffer = []  # (abs offset, size) of legacy inline Buffer.storage
-        for k, b in enumerate(prog.tables(2, "constant_buffer")):
+        for b in prog.tables(2, "constant_buffer"):
             start, n = b.vector(0, 1, "storage")
             self.constant_buffer.append((start, n))
         cs = prog.table(5, "constant_segment")
@@ -489,7 +489,7 @@ class _ProgramReader:
         file = self.file
         for plan in self.methods:
             mname = plan["name"]
-            for (m, v, fqn, code, sizes, dim_order, nbytes, storage, offset, segment, dbi,
+            for (_m, v, fqn, code, sizes, dim_order, nbytes, storage, offset, segment, dbi,
                  mem_id, mem_off, dyn, rg) in plan["tensors"]:
                 cols["name"].append(fqn if fqn is not None else f"{mname}/{v}")
                 cols["dtype"].append(SCALAR_TYPES[code].name)
@@ -618,7 +618,7 @@ class _ProgramReader:
             "nbytes", "end", "storage", "fits")}
         for plan in self.methods:
             sizes = plan["buffer_sizes"]
-            for (m, v, fqn, code, shape, _, nbytes, storage, _, _, _, mem_id, mem_off, _,
+            for (_m, v, fqn, code, shape, _, nbytes, storage, _, _, _, mem_id, mem_off, _,
                  _) in plan["tensors"]:
                 if mem_id is None:
                     continue
