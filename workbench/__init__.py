@@ -16,6 +16,8 @@ Example:
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
+from typing import Any
 
 from .artifact import Artifact
 from .errors import (
@@ -46,14 +48,21 @@ __all__ = [
 ]
 
 
-def open(path: str | os.PathLike[str]) -> Artifact:  # noqa: A001 - the public verb
+def open(  # noqa: A001 - the public verb
+    path: str | os.PathLike[str],
+    *,
+    data: Sequence[str | os.PathLike[str]] | None = None,
+) -> Artifact:
     """Open the artifact at ``path``; its format is detected from its first bytes.
 
     The file is memory-mapped read-only; opening verifies headers and every structure it
     reads, but never reads weight bytes, never executes content and never writes.
 
     Args:
-        path: a ``.pte`` file (more formats follow: ``.ptd``, ``.bpte``, ``.pt2``).
+        path: a ``.pte`` program or a ``.ptd`` data file.
+        data: for a ``.pte``: the ``.ptd`` files holding its external data. When omitted,
+            ``.ptd`` files in the same folder are tried and attached when they hold a key
+            the program refers to. Pass ``data=[]`` to attach none.
 
     Returns:
         An :class:`Artifact` with ``format``, ``segments``, ``tensors``, ``frames`` and
@@ -65,13 +74,14 @@ def open(path: str | os.PathLike[str]) -> Artifact:  # noqa: A001 - the public v
         FileNotFoundError / IsADirectoryError / PermissionError: as ``open()`` would.
 
     Example:
-        >>> art = open("sample_models/mlp_portable.pte")   # doctest: +SKIP
-        >>> art.tensors[["name", "dtype", "shape", "storage", "offset"]]   # doctest: +SKIP
+        >>> art = open("sample_models/mlp_external.pte")   # doctest: +SKIP
+        >>> art.tensors[["name", "storage", "file", "offset"]]   # doctest: +SKIP
     """
     from . import formats
     from .source import Source
 
     src = Source(path)
+    opened: list[Source] = [src]
     try:
         head = src.head(64)
         reader = formats.detect(head)
@@ -81,9 +91,35 @@ def open(path: str | os.PathLike[str]) -> Artifact:  # noqa: A001 - the public v
                 raise UnsupportedVersionError(f"{known} files are recognised but not readable yet",
                                               file=src.path, structure="file header", offset=0)
             raise UnknownFormatError(
-                f"not a known artifact (first bytes {head[:8]!r}); expected a .pte (ET12)",
-                file=src.path, structure="file header", offset=0)
-        return Artifact(reader.read(src))
+                f"not a known artifact (first bytes {head[:8]!r}); expected .pte (ET12) "
+                "or .ptd (FT01)", file=src.path, structure="file header", offset=0)
+        if reader is not formats.pte:
+            if data:
+                raise TypeError(f"data= applies to .pte programs, not to {reader.FORMAT} files")
+            return Artifact(reader.read(src))
+        explicit = [_open_data(p, opened) for p in (data or ())]
+        siblings = []
+        if data is None:
+            for p in formats.pte.sibling_data_files(src.path):
+                try:
+                    siblings.append(_open_data(p, opened))
+                except (ArtifactError, OSError):
+                    continue  # a broken neighbour is not this program's problem
+        return Artifact(formats.pte.read(src, data=explicit, siblings=siblings))
     except BaseException:
-        src.close()
+        for s in opened:
+            s.close()
         raise
+
+
+def _open_data(path: str | os.PathLike[str], opened: list) -> Any:
+    """Parse one ``.ptd`` (tracking its source in ``opened`` for cleanup on failure)."""
+    from .formats import ptd
+    from .source import Source
+
+    s = Source(path)
+    opened.append(s)
+    if not ptd.detect(s.head(8)):
+        raise UnknownFormatError("not a .ptd data file (expected FT01 at byte 4)",
+                                 file=s.path, structure="file header", offset=4)
+    return ptd.read(s)

@@ -42,6 +42,11 @@ class Parsed:
         self.builders: dict[str, Callable[[], dict[str, list]]] = {}
         self.info: dict[str, Any] = {}
         self.findings: list[dict[str, Any]] = []
+        #: frames whose rows can be read with ``Artifact.tensor`` (name/dtype/shape/nbytes/
+        #: file/offset columns), searched in order.
+        self.tensor_frames: list[str] = ["tensors"]
+        #: format-specific objects (e.g. the inner program of a .bpte).
+        self.extra: dict[str, Any] = {}
 
 
 class _Frames(Mapping):
@@ -92,7 +97,7 @@ class Artifact:
         self.info = parsed.info
         self.frames: Mapping[str, pd.DataFrame] = _Frames(self)
         self._cols: dict[str, dict[str, list]] = {}
-        self._by_name: dict[Any, int] | None = None
+        self._by_name: dict[Any, tuple[str, int]] | None = None
 
     # -- frames ---------------------------------------------------------------------------
     def _columns(self, name: str, builder: Callable[[], dict[str, list]] | None = None
@@ -127,16 +132,19 @@ class Artifact:
             "offset": [x.get("offset") for x in f], "message": [x["message"] for x in f]})
 
     # -- tensor data ------------------------------------------------------------------------
-    def _row(self, key: str | tuple[str, int]) -> int:
-        cols = self._columns("tensors")
+    def _row(self, key: str | tuple[str, int]) -> tuple[str, int]:
+        """(frame, row) of the first row named ``key`` (or ``(method, value)``)."""
         if self._by_name is None:
-            index: dict[Any, int] = {}
-            for i, (n, m, v) in enumerate(zip(cols["name"], cols.get("method", ()) or
-                                              [None] * len(cols["name"]),
-                                              cols.get("value", ()) or [None] * len(cols["name"]))):
-                index.setdefault(n, i)
-                if m is not None and v is not None:
-                    index.setdefault((m, v), i)
+            index: dict[Any, tuple[str, int]] = {}
+            for frame in self._parsed.tensor_frames:
+                cols = self._columns(frame)
+                names = cols["name"]
+                for i, n in enumerate(names):
+                    index.setdefault(n, (frame, i))
+                if "method" in cols and "value" in cols:
+                    for i, (m, v) in enumerate(zip(cols["method"], cols["value"])):
+                        if m is not None and v is not None:
+                            index.setdefault((m, v), (frame, i))
             self._by_name = index
         try:
             return self._by_name[key]
@@ -165,15 +173,20 @@ class Artifact:
             >>> w.shape, w.dtype, w.flags.writeable   # doctest: +SKIP
             ((32, 16), dtype('float32'), False)
         """
-        i = self._row(key)
-        cols = self._columns("tensors")
+        frame, i = self._row(key)
+        cols = self._columns(frame)
         name = cols["name"][i]
         offset = cols["offset"][i]
         file = cols["file"][i]
         if offset is None or file is None:
-            raise MissingDataError(
-                f"tensor {name!r} has no stored bytes (storage: {cols['storage'][i]})",
-                file=self.path, structure=f"tensor {name!r}")
+            storage = cols["storage"][i] if "storage" in cols else "unknown"
+            if storage == "external":
+                files = self.info.get("data_files") or []
+                where = f"in the data files {files}" if files else "(no .ptd data file attached)"
+                detail = f"external tensor {name!r} was not found {where}; pass data=[...] to open()"
+            else:
+                detail = f"tensor {name!r} has no stored bytes (storage: {storage})"
+            raise MissingDataError(detail, file=self.path, structure=f"tensor {name!r}")
         src = self._parsed.sources[file]
         nbytes = cols["nbytes"][i]
         shape = tuple(cols["shape"][i])

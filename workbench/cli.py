@@ -76,7 +76,7 @@ def _is_artifact_candidate(path: str) -> bool:
     return formats.detect(head) is not None or formats.recognised_unreadable(head) is not None
 
 
-def _summary_text(art) -> str:  # noqa: ANN001 - an Artifact
+def _summary_text(art) -> str:
     s = art.summary()
     lines = [f"{escape(art.path)}  [{art.format}]  "
              + ", ".join(f"{escape(os.path.basename(f))} {human_bytes(n)}" for f, n in s["files"].items())]
@@ -88,7 +88,8 @@ def _summary_text(art) -> str:  # noqa: ANN001 - an Artifact
             f"{escape(r.method)} ({r.instructions} instr, {r.operators} ops, {r.delegates} delegates)"
             for r in m.itertuples()))
     storage = " · ".join(f"{escape(k)} {v}" for k, v in s["tensors_by_storage"].items())
-    lines.append(f"  tensors:  {s['tensors']} ({storage}); stored bytes {human_bytes(s['stored_tensor_bytes'])}")
+    stored = human_bytes(s["stored_tensor_bytes"])
+    lines.append(f"  tensors:  {s['tensors']} ({storage}); stored bytes {stored}")
     ext = art.tensors[art.tensors["storage"] == "external"]
     if len(ext):
         lines.append(f"  note:     {len(ext)} tensors live in external data files (.ptd): "
@@ -103,7 +104,7 @@ def _summary_text(art) -> str:  # noqa: ANN001 - an Artifact
     return "\n".join(lines)
 
 
-def _print_frame(df, fmt: str, rows: int | None) -> None:  # noqa: ANN001 - a DataFrame
+def _print_frame(df, fmt: str, rows: int | None) -> None:
     if fmt == "csv":
         df.to_csv(sys.stdout, index=False)
     elif fmt == "json":

@@ -81,6 +81,9 @@ SCHEMAS: dict[str, list[Column]] = {
         _c("mem_offset", "Int64", "offset inside the arena"),
         _c("shape_dynamism", "category", "static | dynamic_bound | dynamic_unbound"),
         _c("requires_grad", "boolean", "Tensor.requires_grad"),
+        _c("has_layout", "boolean", "named data: a dtype/shape is stored (else raw uint8 bytes)"),
+        _c("missing", "boolean", "external bytes were not found in any data file"),
+        _c("used_by", "string", "delegates whose blobs refer to this named-data key"),
     ],
     "methods": [
         _c("method", "string", "execution plan name"),
@@ -136,6 +139,9 @@ SCHEMAS: dict[str, list[Column]] = {
         _c("offset", "int64", "absolute offset"),
         _c("size", "int64", "size in bytes"),
         _c("align", "Int64", "largest power of two dividing `offset`"),
+        _c("has_layout", "boolean", "a tensor layout (dtype, sizes, dim order) is stored"),
+        _c("role", "category", "tensor | blob | so_blob | weights_blob (AOTI delegate convention)"),
+        _c("used_by", "string", "delegates whose blobs refer to this key"),
     ],
     "memory_plan": [
         _c("method", "category", "execution plan name"),

@@ -22,7 +22,10 @@ Without an extended header the whole file is the flatbuffer and there are no seg
 
 from __future__ import annotations
 
+import os
+import re
 import struct
+from collections.abc import Sequence
 from typing import Any
 
 from .._fmt import align_of
@@ -31,6 +34,7 @@ from ..dtypes import SCALAR_TYPES
 from ..errors import CorruptError, OutOfBoundsError, TruncatedError, UnsupportedVersionError
 from ..flatbuf import FlatBuffer, Table
 from ..source import Source
+from ._layout import concat_sorted, cover, named_data_role
 
 FORMAT = "pte"
 MAGIC = b"ET12"
@@ -114,16 +118,40 @@ class ExtendedHeader:
                 f"segment_data_size={self.segment_data_size})")
 
 
-def read(src: Source) -> Parsed:
-    """Read the ``.pte`` in ``src`` (verified, zero-copy) into a :class:`Parsed`."""
-    return read_program(src, 0, src.size, outer=FORMAT)
+def read(src: Source, data: Sequence[Parsed] = (), siblings: Sequence[Parsed] = ()) -> Parsed:
+    """Read the ``.pte`` in ``src`` (verified, zero-copy) into a :class:`Parsed`.
+
+    Args:
+        src: the program file.
+        data: parsed ``.ptd`` files given explicitly: always attached.
+        siblings: parsed ``.ptd`` files found next to the program: attached only when they
+            hold a key the program refers to (an external tensor's name, or a named-data key
+            that a delegate blob mentions).
+    """
+    return read_program(src, 0, src.size, outer=FORMAT, data=data, siblings=siblings)
 
 
-def read_program(src: Source, start: int, end: int, outer: str = FORMAT) -> Parsed:
+def read_program(src: Source, start: int, end: int, outer: str = FORMAT,
+                 data: Sequence[Parsed] = (), siblings: Sequence[Parsed] = ()) -> Parsed:
     """Read a program stored in ``src[start:end)`` (``start`` > 0 for one embedded in a .bpte)."""
     reader = _ProgramReader(src, start, end)
     reader.parse()
+    reader.attach(data, siblings)
     return reader.parsed(outer)
+
+
+def sibling_data_files(path: str) -> list[str]:
+    """``.ptd`` files in the same folder as ``path`` (sorted), candidates for external data."""
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return []
+    base = os.path.dirname(path)
+    return [os.path.join(base, n) for n in names
+            if n.endswith(".ptd") and os.path.isfile(os.path.join(folder, n))]
+
+
 
 
 class _ProgramReader:
@@ -421,10 +449,52 @@ class _ProgramReader:
                 file=self.file, structure=f"{t.path}.data_buffer_idx", offset=t.pos)
         return base + int(offsets[dbi])
 
+    # -- external data -------------------------------------------------------------------------
+    _HEX_KEY = re.compile(rb"[0-9a-f]{64}")
+    _MAX_SCANNED_BLOB = 64 << 20
+
+    def _delegate_keys(self, candidates: set[str]) -> dict[str, list[str]]:
+        """key -> delegates whose processed blob mentions it (blobs up to 64 MiB are scanned)."""
+        found: dict[str, list[str]] = {}
+        if not candidates:
+            return found
+        plain = [k for k in candidates if not (len(k) == 64 and self._HEX_KEY.fullmatch(k.encode()))]
+        for plan in self.methods:
+            for k, d in enumerate(plan["delegates"]):
+                if d["size"] > self._MAX_SCANNED_BLOB:
+                    continue
+                blob = self.src.buf[d["offset"]: d["offset"] + d["size"]]
+                label = f"{plan['name']} delegate {k} ({d['id']})"
+                raw = bytes(blob)
+                hits = {m.decode() for m in self._HEX_KEY.findall(raw)} & candidates
+                if len(plain) <= 4096:
+                    hits.update(key for key in plain if key and key.encode() in raw)
+                for key in hits:
+                    found.setdefault(key, []).append(label)
+        return found
+
+    def attach(self, data: Sequence[Parsed], siblings: Sequence[Parsed]) -> None:
+        """Resolve external tensors and delegate keys against ``.ptd`` files."""
+        external = {r[2] for plan in self.methods for r in plan["tensors"]
+                    if r[7] == "external" and r[2] is not None}
+        keys: set[str] = {k for k, _ in self.named}
+        for p in (*data, *siblings):
+            keys.update(p.extra["ptd"].by_key)
+        self.key_users = self._delegate_keys(keys)
+        wanted = external | set(self.key_users)
+        self.data = list(data) + [p for p in siblings if wanted & set(p.extra["ptd"].by_key)]
+        for p in siblings:
+            if p not in self.data:
+                p.sources[p.path].close()
+
     # -- records for the frames --------------------------------------------------------------
     def parsed(self, outer: str) -> Parsed:
-        p = Parsed(format=outer, path=self.file, sources={self.file: self.src})
+        sources = {self.file: self.src}
+        for d in self.data:
+            sources.update(d.sources)
+        p = Parsed(format=outer, path=self.file, sources=sources)
         p.info.update({
+            "data_files": [d.path for d in self.data],
             "version": self.version, "program_size": self.program_size,
             "segment_base_offset": (self.segment_base - self.start) if self.segment_base else 0,
             "extended_header": self.header,
@@ -472,31 +542,61 @@ class _ProgramReader:
         for i, (off, size) in enumerate(self.segments):
             u = uses.get(i, [])
             kind = u[0][0] if u else "unused"
+            if kind == "named_data":
+                role = named_data_role(u[0][1])
+                if role != "blob":
+                    kind = role
             if len(u) == 1:
-                name = u[0][1] if kind != "named_data" else f"named_data {u[0][1]}"
+                name = u[0][1] if u[0][0] != "named_data" else f"named_data {u[0][1]}"
             elif u:
                 name = f"{u[0][1]} (+{len(u) - 1} more)"
             else:
                 name = f"segment {i}"
             rows.append((off, size, name, kind, i, "; ".join(lbl for _, lbl in u)))
-        return _cover(rows, self.file, self.start, self.end)
+        parts = [cover(rows, self.file, self.start, self.end)]
+        parts.extend(d.extra["ptd"].segments_columns() for d in self.data)
+        return concat_sorted(parts, ("file", "offset"))
 
     def _tensors_columns(self) -> dict[str, list]:
         cols: dict[str, list] = {c: [] for c in (
             "name", "dtype", "shape", "nbytes", "storage", "file", "offset", "align", "method",
             "value", "fqn", "dim_order", "segment", "data_buffer_idx", "mem_id", "mem_offset",
-            "shape_dynamism", "requires_grad")}
+            "shape_dynamism", "requires_grad", "has_layout", "missing", "used_by")}
         file = self.file
+        by_key: dict[str, tuple[str, dict[str, Any]]] = {}
+        for d in self.data:
+            for key, entry in d.extra["ptd"].by_key.items():
+                by_key.setdefault(key, (d.path, entry))
+        matched: set[tuple[str, str]] = set()
         for plan in self.methods:
             mname = plan["name"]
             for (_m, v, fqn, code, sizes, dim_order, nbytes, storage, offset, segment, dbi,
                  mem_id, mem_off, dyn, rg) in plan["tensors"]:
+                missing = None
+                tfile = file if offset is not None else None
+                if storage == "external":
+                    hit = by_key.get(fqn) if fqn is not None else None
+                    missing = hit is None
+                    if hit is not None:
+                        tfile, entry = hit
+                        offset, segment = entry["offset"], entry["segment"]
+                        matched.add((tfile, fqn))
+                        if nbytes > entry["size"]:
+                            self.findings.append({
+                                "severity": "error", "structure": f"tensor {fqn!r}",
+                                "offset": offset, "message": f"{nbytes} bytes expected but the "
+                                f"data file holds {entry['size']}"})
+                            tfile = offset = None
+                            missing = True
+                cols["has_layout"].append(None)
+                cols["missing"].append(missing)
+                cols["used_by"].append(None)
                 cols["name"].append(fqn if fqn is not None else f"{mname}/{v}")
                 cols["dtype"].append(SCALAR_TYPES[code].name)
                 cols["shape"].append(tuple(sizes))
                 cols["nbytes"].append(nbytes)
                 cols["storage"].append(storage)
-                cols["file"].append(file if offset is not None else None)
+                cols["file"].append(tfile)
                 cols["offset"].append(offset)
                 cols["align"].append(align_of(offset))
                 cols["method"].append(mname)
@@ -509,23 +609,39 @@ class _ProgramReader:
                 cols["mem_offset"].append(mem_off)
                 cols["shape_dynamism"].append(SHAPE_DYNAMISM[dyn] if dyn < 3 else str(dyn))
                 cols["requires_grad"].append(rg)
-        # Named data without a tensor layout in a .pte: raw bytes rows.
+        # Named data: raw bytes in the .pte (no layout stored), then data-file entries that
+        # no external tensor claimed (e.g. XNNPACK weights), with their layout when stored.
+        for e in self._named_entries():
+            if (e["file"], e["key"]) in matched:
+                continue
+            cols["name"].append(e["key"])
+            cols["dtype"].append(e["dtype"])
+            cols["shape"].append(e["shape"])
+            cols["nbytes"].append(e["nbytes"])
+            cols["storage"].append("named_data")
+            cols["file"].append(e["file"])
+            cols["offset"].append(e["offset"])
+            cols["align"].append(align_of(e["offset"]))
+            for c in ("method", "value", "fqn", "mem_id", "mem_offset", "shape_dynamism",
+                      "requires_grad", "data_buffer_idx", "missing"):
+                cols[c].append(None)
+            cols["dim_order"].append(e["dim_order"])
+            cols["segment"].append(e["segment"])
+            cols["has_layout"].append(e["has_layout"])
+            cols["used_by"].append("; ".join(self.key_users.get(e["key"], ())) or None)
+        return cols
+
+    def _named_entries(self) -> list[dict[str, Any]]:
+        """Named data of the program, then of each attached data file (plain dicts)."""
+        out = []
         for key, si in self.named:
             off, size = self.segments[si]
-            cols["name"].append(key)
-            cols["dtype"].append("uint8")
-            cols["shape"].append((size,))
-            cols["nbytes"].append(size)
-            cols["storage"].append("named_data")
-            cols["file"].append(file)
-            cols["offset"].append(off)
-            cols["align"].append(align_of(off))
-            for c in ("method", "value", "fqn", "mem_id", "mem_offset", "shape_dynamism",
-                      "requires_grad", "data_buffer_idx"):
-                cols[c].append(None)
-            cols["dim_order"].append((0,))
-            cols["segment"].append(si)
-        return cols
+            out.append({"key": key, "segment": si, "offset": off, "size": size, "dtype": "uint8",
+                        "shape": (size,), "dim_order": (0,), "nbytes": size,
+                        "has_layout": False, "file": self.file})
+        for d in self.data:
+            out.extend({**e, "file": d.path} for e in d.extra["ptd"].entries)
+        return out
 
     def _methods_columns(self) -> dict[str, list]:
         cols: dict[str, list] = {c: [] for c in (
@@ -601,15 +717,18 @@ class _ProgramReader:
         return cols
 
     def _named_columns(self) -> dict[str, list]:
-        cols: dict[str, list] = {c: [] for c in ("key", "segment", "file", "offset", "size", "align")}
-        for key, si in self.named:
-            off, size = self.segments[si]
-            cols["key"].append(key)
-            cols["segment"].append(si)
-            cols["file"].append(self.file)
-            cols["offset"].append(off)
-            cols["size"].append(size)
-            cols["align"].append(align_of(off))
+        cols: dict[str, list] = {c: [] for c in ("key", "segment", "file", "offset", "size", "align",
+                                                 "has_layout", "role", "used_by")}
+        for e in self._named_entries():
+            cols["key"].append(e["key"])
+            cols["segment"].append(e["segment"])
+            cols["file"].append(e["file"])
+            cols["offset"].append(e["offset"])
+            cols["size"].append(e["size"])
+            cols["align"].append(align_of(e["offset"]))
+            cols["has_layout"].append(e["has_layout"])
+            cols["role"].append("tensor" if e["has_layout"] else named_data_role(e["key"]))
+            cols["used_by"].append("; ".join(self.key_users.get(e["key"], ())) or None)
         return cols
 
     def _memory_plan_columns(self) -> dict[str, list]:
@@ -663,40 +782,6 @@ def _value_summary(t: int, tab: Table | None, tensor: tuple | None) -> str:
         body = ", ".join(str(x) for x in items) + (f", ... ({n} items)" if n > 16 else "")
         return f"[{body}]"
     return ""
-
-
-def _cover(rows: list[tuple], file: str, start: int, end: int) -> dict[str, list]:
-    """Sort byte ranges and fill every gap with an explicit ``padding`` row.
-
-    ``rows`` holds ``(offset, size, name, kind, index, used_by)``; the result covers
-    ``[start, end)`` exactly (zero-size ranges are kept in place).
-    """
-    rows = sorted(rows, key=lambda r: (r[0], r[1]))
-    cols: dict[str, list] = {c: [] for c in ("file", "name", "kind", "offset", "size", "align",
-                                             "index", "used_by")}
-
-    def add(off: int, size: int, name: str, kind: str, index: int | None, used: str) -> None:
-        cols["file"].append(file)
-        cols["name"].append(name)
-        cols["kind"].append(kind)
-        cols["offset"].append(off)
-        cols["size"].append(size)
-        cols["align"].append(align_of(off))
-        cols["index"].append(index)
-        cols["used_by"].append(used)
-
-    pos = start
-    for off, size, name, kind, index, used in rows:
-        if off > pos:
-            add(pos, off - pos, "padding", "padding", None, "")
-        elif off < pos:
-            raise CorruptError(f"{name} [0x{off:x}, 0x{off + size:x}) overlaps the previous range "
-                               f"(ends at 0x{pos:x})", file=file, structure=name, offset=off)
-        add(off, size, name, kind, index, used)
-        pos = max(pos, off + size)
-    if pos < end:
-        add(pos, end - pos, "trailing data", "trailing", None, "")
-    return cols
 
 
 __all__ = ["FORMAT", "MAGIC", "ExtendedHeader", "detect", "read", "read_program"]
