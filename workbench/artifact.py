@@ -119,6 +119,33 @@ class Artifact:
         return self.frames["tensors"]
 
     @property
+    def program(self) -> Artifact:
+        """The program inside a ``.bpte`` as an artifact of its own (same map, no copy).
+
+        Its offsets are absolute within the ``.bpte``; its ``segments`` cover only the
+        embedded program's byte range.
+        """
+        inner = self._parsed.extra.get("program")
+        if inner is None:
+            raise AttributeError(f"{self.format} artifacts have no embedded program")
+        return Artifact(inner)
+
+    def run_test_cases(self, rtol: float = 1e-3, atol: float = 1e-5) -> pd.DataFrame:
+        """Run a ``.bpte``'s test cases on the ExecuTorch runtime; one row per output.
+
+        Needs the ``executorch`` package. Portable kernels are not bit-exact, hence the
+        tolerances (as in ``torch.allclose``).
+
+        Example:
+            >>> wb.open("sample_models/mlp.bpte").run_test_cases()   # doctest: +SKIP
+        """
+        if "test_cases" not in self._parsed.builders:
+            raise AttributeError(f"{self.format} artifacts have no bundled test cases")
+        from ._bundled import run_test_cases
+
+        return run_test_cases(self, rtol=rtol, atol=atol)
+
+    @property
     def files(self) -> list[str]:
         """Paths of the files that make up this artifact (the main file first)."""
         return list(self._parsed.sources)

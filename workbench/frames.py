@@ -18,6 +18,8 @@ Vocabularies:
   initial value is stored in a mutable-data segment), ``planned`` (memory-planned by the
   compiler; no stored bytes, placed in an arena at runtime), ``unallocated`` (neither stored
   nor planned: provided at runtime, e.g. unplanned inputs/outputs).
+* ``segments.kind`` in a ``.bpte`` also has ``test_data`` (bytes of a bundled test tensor);
+  the embedded program's rows are named ``program: ...``.
 
 Example:
     >>> from workbench.frames import SCHEMAS
@@ -156,6 +158,22 @@ SCHEMAS: dict[str, list[Column]] = {
         _c("end", "int64", "offset + nbytes"),
         _c("storage", "category", "planned | mutable"),
         _c("fits", "bool", "the tensor lies inside its arena"),
+    ],
+    "test_cases": [
+        _c("name", "string", "method/case/io/index, accepted by Artifact.tensor"),
+        _c("method", "category", "method the test suite exercises"),
+        _c("case", "int64", "test case index within the suite"),
+        _c("io", "category", "input | expected_output"),
+        _c("index", "int64", "position among the case's inputs or expected outputs"),
+        _c("kind", "category", "Tensor | Int | Bool | Double"),
+        _c("dtype", "category", "torch dtype name (tensors)"),
+        _c("shape", "object", "tuple of int (tensors)"),
+        _c("nbytes", "Int64", "tensor bytes"),
+        _c("file", "string", "file holding the tensor bytes"),
+        _c("offset", "Int64", "absolute offset of the tensor bytes"),
+        _c("align", "Int64", "largest power of two dividing `offset`"),
+        _c("value", "string", "scalar value (Int/Bool/Double)"),
+        _c("dim_order", "object", "tuple: memory order of the dimensions"),
     ],
     "findings": [
         _c("severity", "category", "info | warning | error"),

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from . import ptd, pte
+from . import bpte, ptd, pte
 
 #: Readers in detection order.
-READERS: tuple[ModuleType, ...] = (pte, ptd)
+READERS: tuple[ModuleType, ...] = (pte, ptd, bpte)
 
 #: Formats recognised by magic but not (yet) readable: (name, detect).
 _KNOWN_UNREADABLE = (
-    ("bpte (bundled program)", lambda h: len(h) >= 8 and h[4:6] == b"BP" and h[6:8].isdigit()),
     ("pt2 (zip archive)", lambda h: h[:4] == b"PK\x03\x04"),
 )
 

@@ -7,12 +7,13 @@ from ..errors import CorruptError
 
 
 def cover(rows: list[tuple], file: str, start: int, end: int,
-          gap: tuple[str, str] = ("padding", "padding")) -> dict[str, list]:
+          gap: tuple[str, str] = ("padding", "padding"),
+          tail: tuple[str, str] = ("trailing data", "trailing")) -> dict[str, list]:
     """Sort byte ranges and fill every gap with an explicit ``padding`` row.
 
     ``rows`` holds ``(offset, size, name, kind, index, used_by)``; the result covers
     ``[start, end)`` exactly (zero-size ranges are kept in place). ``gap`` is the
-    ``(name, kind)`` given to the rows that fill gaps.
+    ``(name, kind)`` given to the rows that fill gaps, ``tail`` to bytes after the last row.
     """
     rows = sorted(rows, key=lambda r: (r[0], r[1]))
     cols: dict[str, list] = {c: [] for c in ("file", "name", "kind", "offset", "size", "align",
@@ -38,7 +39,7 @@ def cover(rows: list[tuple], file: str, start: int, end: int,
         add(off, size, name, kind, index, used)
         pos = max(pos, off + size)
     if pos < end:
-        add(pos, end - pos, "trailing data", "trailing", None, "")
+        add(pos, end - pos, tail[0], tail[1], None, "")
     return cols
 
 
