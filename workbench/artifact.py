@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from . import frames as _frames
-from ._fmt import human_bytes
+from ._fmt import human_bytes, no_gc
 from .dtypes import BY_NAME
 from .errors import ArtifactError, MissingDataError, OutOfBoundsError
 from .source import Source
@@ -60,7 +60,8 @@ class _Frames(Mapping):
         df = self._cache.get(name)
         if df is None:
             builder = self._art._parsed.builders[name]  # KeyError for unknown names
-            df = _frames.build(name, self._art._columns(name, builder))
+            with no_gc():
+                df = _frames.build(name, self._art._columns(name, builder))
             self._cache[name] = df
         return df
 

@@ -211,15 +211,78 @@ def build(name: str, columns: dict[str, list]) -> pd.DataFrame:
             if col.required:
                 raise ValueError(f"frame {name!r} lacks required column {col.name!r}")
             continue
-        values = columns[col.name]
-        if col.dtype == "object":
-            arr = pd.Series(values, dtype="object")
-        elif col.dtype in ("int64", "bool"):
-            arr = pd.Series(values, dtype=col.dtype)
-        else:
-            arr = pd.Series(values, dtype="object").astype(col.dtype)
-        data[col.name] = arr
-    return pd.DataFrame(data)
+        data[col.name] = _CONVERT[col.dtype](columns[col.name])
+    return pd.DataFrame(data, copy=False)
+
+
+# -- fast converters from Python lists to pandas arrays (frames are built on hot paths) ------
+
+def _int64(values: list) -> object:
+    import numpy as np
+
+    return np.array(values, dtype=np.int64)
+
+
+def _bool(values: list) -> object:
+    import numpy as np
+
+    return np.array(values, dtype=bool)
+
+
+def _object(values: list) -> object:
+    import pandas as pd
+
+    return pd.Series(values, dtype=object).array
+
+
+def _nullable(values: list, kind: str) -> object:
+    import numpy as np
+    import pandas as pd
+
+    dtype = np.int64 if kind == "Int64" else bool
+    cls = pd.arrays.IntegerArray if kind == "Int64" else pd.arrays.BooleanArray
+    n = len(values)
+    if None not in values:
+        return cls(np.array(values, dtype=dtype), np.zeros(n, bool))
+    if values.count(None) == n:
+        return cls(np.zeros(n, dtype=dtype), np.ones(n, bool))
+    arr = np.array(values, dtype=object)
+    mask = np.equal(arr, None)
+    arr[mask] = 0
+    return cls(arr.astype(dtype), mask)
+
+
+def _string(values: list) -> object:
+    import numpy as np
+    import pandas as pd
+
+    if None in values and values.count(None) == len(values):
+        return pd.arrays.StringArray(np.full(len(values), pd.NA, dtype=object))
+    arr = np.array(values, dtype=object) if values else np.empty(0, dtype=object)
+    if None in values:
+        arr[np.equal(arr, None)] = pd.NA
+    return pd.arrays.StringArray(arr)
+
+
+def _category(values: list) -> object:
+    import numpy as np
+    import pandas as pd
+
+    if not values:
+        return pd.Categorical([])
+    codes, uniques = pd.factorize(np.array(values, dtype=object), use_na_sentinel=True)
+    return pd.Categorical.from_codes(codes, categories=uniques, validate=False)
+
+
+_CONVERT = {
+    "int64": _int64,
+    "bool": _bool,
+    "object": _object,
+    "string": _string,
+    "category": _category,
+    "Int64": lambda v: _nullable(v, "Int64"),
+    "boolean": lambda v: _nullable(v, "boolean"),
+}
 
 
 def describe(name: str | None = None) -> pd.DataFrame:

@@ -22,13 +22,17 @@ Without an extended header the whole file is the flatbuffer and there are no seg
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import struct
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from .._fmt import align_of
+from .._vecfb import SlowPath, VecReader, products, split_tuples
 from ..artifact import Parsed
 from ..dtypes import SCALAR_TYPES
 from ..errors import CorruptError, OutOfBoundsError, TruncatedError, UnsupportedVersionError
@@ -53,6 +57,10 @@ INSTRUCTION_TYPES = ("None", "KernelCall", "DelegateCall", "MoveCall", "JumpFals
 DATA_LOCATIONS = ("inline", "segment")  # BackendDelegateDataReference.location
 TENSOR_DATA_LOCATIONS = ("segment", "external")  # ExtraTensorInfo.location
 SHAPE_DYNAMISM = ("static", "dynamic_bound", "dynamic_unbound")
+# Larger tensors are corrupt (and would overflow int64 columns).
+_MAX_TENSOR_BYTES = 1 << 62
+# List members of KernelTypes -> (numpy dtype, element size) of their `items` vector.
+_LIST_FORMATS = {7: ("<i8", 8), 8: ("<f8", 8), 9: ("u1", 1), 10: ("<i4", 4), 11: ("<i4", 4)}
 
 _I32 = struct.Struct("<i").unpack_from
 _U32 = struct.Struct("<I").unpack_from
@@ -157,6 +165,9 @@ def sibling_data_files(path: str) -> list[str]:
 class _ProgramReader:
     """Walks the Program flatbuffer once and keeps compact records for the frames."""
 
+    #: Try the vectorised path first (tests turn it off to compare with the scalar path).
+    fast = True
+
     def __init__(self, src: Source, start: int, end: int) -> None:
         self.src = src
         self.start = start
@@ -223,6 +234,7 @@ class _ProgramReader:
         fb = FlatBuffer(self.src, self.start, self.start + self.program_size,
                         identifier=MAGIC, name="Program")
         self.fb = fb
+        self.vec = VecReader(fb)
         prog = fb.root("Program")
         self.version = prog.u32(0)
         # Segments first: everything else points into them.
@@ -273,7 +285,7 @@ class _ProgramReader:
     def _subsegment(self, t: Table, path: str) -> tuple[int, Any, int]:
         """(segment index, offsets as numpy u64 view, abs base) of a SubsegmentOffsets."""
         si = t.u32(0)
-        offsets = t.array(1, "<u8", "offsets")
+        offsets = t.array(1, "<u8", "offsets").tolist()
         if len(offsets) and si >= len(self.segments):
             raise OutOfBoundsError(
                 f"segment_index {si} is out of range ({len(self.segments)} segments)",
@@ -297,32 +309,14 @@ class _ProgramReader:
     def _plan(self, m: int, plan: Table) -> dict[str, Any]:
         name = plan.string(0, "name")
         name = name if name is not None else f"method{m}"
-        values = plan.tables(2, "values")
-        vtypes = []
-        payload: list[Any] = []  # per value: Table of the union member or None
-        for v in values:
-            t, tab = v.union(0, len(VALUE_TYPES), "val")
-            vtypes.append(t)
-            payload.append(tab)
-        tensors = [self._tensor(m, i, tab) for i, (t, tab) in enumerate(zip(vtypes, payload))
-                   if t == _TENSOR]
-        # Instructions.
-        chains = plan.tables(5, "chains")
-        n_instr = 0
-        kernel_uses: dict[int, int] = {}
-        delegate_uses: dict[int, int] = {}
-        kinds = [0] * len(INSTRUCTION_TYPES)
-        for c in chains:
-            for ins in c.tables(2, "instructions"):
-                n_instr += 1
-                t, arg = ins.union(0, len(INSTRUCTION_TYPES), "instr_args")
-                kinds[t] += 1
-                if t == 1 and arg is not None:
-                    op = arg.i32(0)
-                    kernel_uses[op] = kernel_uses.get(op, 0) + 1
-                elif t == 2 and arg is not None:
-                    d = arg.i32(0)
-                    delegate_uses[d] = delegate_uses.get(d, 0) + 1
+        try:
+            if not self.fast:
+                raise SlowPath("disabled")
+            vtypes, vpos, tensors = self._values_fast(m, plan)
+            n_chains, n_instr, kinds, kernel_uses, delegate_uses = self._instructions_fast(plan)
+        except SlowPath:
+            vtypes, vpos, tensors = self._values_slow(m, plan)
+            n_chains, n_instr, kinds, kernel_uses, delegate_uses = self._instructions_slow(plan)
         operators = [(o.string(0, "name") or "", o.string(1, "overload") or "")
                      for o in plan.tables(6, "operators")]
         delegates = []
@@ -357,12 +351,182 @@ class _ProgramReader:
             })
         buffer_sizes = plan.scalars(8, "q", "non_const_buffer_sizes")
         return {
-            "name": name, "index": m, "vtypes": vtypes, "payload": payload, "tensors": tensors,
+            "name": name, "index": m, "vtypes": vtypes, "vpos": vpos, "tensors": tensors,
             "inputs": plan.scalars(3, "i", "inputs"), "outputs": plan.scalars(4, "i", "outputs"),
-            "chains": len(chains), "instructions": n_instr, "instruction_kinds": kinds,
+            "chains": n_chains, "instructions": n_instr, "instruction_kinds": kinds,
             "operators": operators, "kernel_uses": kernel_uses, "delegates": delegates,
             "buffer_sizes": buffer_sizes,
         }
+
+    # -- values and instructions: a vectorised fast path and the scalar verifying path ----------
+    def _values_slow(self, m: int, plan: Table) -> tuple[np.ndarray, np.ndarray, list[tuple]]:
+        vtypes, vpos, tensors = [], [], []
+        for i, v in enumerate(plan.tables(2, "values")):
+            t, tab = v.union(0, len(VALUE_TYPES), "val")
+            vtypes.append(t)
+            vpos.append(tab.pos if tab is not None else 0)
+            if t == _TENSOR and tab is not None:
+                tensors.append(self._tensor(m, i, tab))
+        return np.array(vtypes, np.int64), np.array(vpos, np.int64), tensors
+
+    def _values_fast(self, m: int, plan: Table) -> tuple[np.ndarray, np.ndarray, list[tuple]]:
+        start, n = plan.vector(2, 4, "values")
+        path = f"{plan.path}.values"
+        vec = self.vec
+        V = vec.table_vector(start, n, path)
+        vtypes = V.scalar(0, "u1").astype(np.int64)
+        vpos = V.ref(1)
+        if ((vtypes >= len(VALUE_TYPES)) | ((vtypes > 0) & (vpos == 0))).any():
+            raise SlowPath("bad union")
+        tidx = np.flatnonzero(vtypes == _TENSOR)
+        return vtypes, vpos, self._tensors_fast(m, tidx, vpos[tidx], path)
+
+    def _tensors_fast(self, m: int, tidx: np.ndarray, tpos: np.ndarray, path: str) -> list[tuple]:
+        vec = self.vec
+        T = vec.tables(tpos, path)
+        codes = T.scalar(0, "i1").tolist()
+        if any(c not in SCALAR_TYPES for c in set(codes)):
+            raise SlowPath("unknown scalar type")
+        s_start, s_cnt = T.vectors(2, 4)
+        d_start, d_cnt = T.vectors(3, 1)
+        sizes_flat = vec.flat(s_start, s_cnt, "<i4")
+        if len(sizes_flat) and sizes_flat.min() < 0:
+            raise SlowPath("negative size")
+        dims_flat = vec.flat(d_start, d_cnt, "u1")
+        dbis = T.scalar(5, "<u4").tolist()
+        rgs = T.scalar(4, "u1").tolist()
+        dyns = T.scalar(8, "u1").tolist()
+        alloc_ref = T.ref(6)
+        has_alloc = alloc_ref > 0
+        A = vec.tables(alloc_ref[has_alloc], f"{path}.allocation_info")
+        mem_ids = [None] * len(tpos)
+        mem_offs = [None] * len(tpos)
+        if len(A.pos):
+            where = np.flatnonzero(has_alloc).tolist()
+            ids = A.scalar(0, "<u4").tolist()
+            offs = (A.scalar(1, "<u4").astype(np.int64) | (A.scalar(2, "<u4").astype(np.int64) << 32))
+            for w, a, o in zip(where, ids, offs.tolist()):
+                mem_ids[w] = a
+                mem_offs[w] = o
+        extra_ref = T.ref(9)
+        has_extra = extra_ref > 0
+        fqns: list[str | None] = [None] * len(tpos)
+        locs = [0] * len(tpos)
+        muts: list[int | None] = [None] * len(tpos)
+        if has_extra.any():
+            E = vec.tables(extra_ref[has_extra], f"{path}.extra_tensor_info")
+            where = np.flatnonzero(has_extra).tolist()
+            loc = E.scalar(2, "u1").tolist()
+            if any(x >= len(TENSOR_DATA_LOCATIONS) for x in loc):
+                raise SlowPath("bad location")
+            mut_present = (E.field(0, 8) > 0).tolist()
+            mut = E.scalar(0, "<u8").tolist()
+            fref = E.ref(1).tolist()
+            fb = self.fb
+            for k, w in enumerate(where):
+                locs[w] = loc[k]
+                if mut_present[k]:
+                    muts[w] = mut[k]
+                if fref[k]:
+                    try:
+                        fqns[w] = fb.string_at(fref[k], "fully_qualified_name")
+                    except Exception as e:
+                        raise SlowPath(str(e)) from None
+        n = len(tidx)
+        values = tidx.tolist()
+        shapes = split_tuples(sizes_flat, s_cnt)
+        dims = split_tuples(dims_flat, d_cnt)
+        numel = products(sizes_flat, s_cnt)
+        if numel is None:
+            raise SlowPath("huge tensor")
+        item = np.array([SCALAR_TYPES[c].itemsize for c in codes], np.int64)
+        nbytes = (numel * item).tolist()
+        storage = ["unallocated"] * n
+        offsets: list[int | None] = [None] * n
+        segments: list[int | None] = [None] * n
+        loc_a = np.array(locs, dtype=np.int64) if n else np.zeros(0, np.int64)
+        dbi_a = np.array(dbis, dtype=np.int64) if n else np.zeros(0, np.int64)
+        ext = loc_a == 1
+        for k in np.flatnonzero(ext).tolist():
+            storage[k] = "external"
+        planned = ~ext & has_alloc
+        mutable = planned & (dbi_a > 0) if self.mutable_segments else np.zeros(n, bool)
+        for k in np.flatnonzero(planned & ~mutable).tolist():
+            storage[k] = "planned"
+        const = ~ext & ~has_alloc & (dbi_a > 0)
+        cs = self.constant_segment
+        slow = np.flatnonzero(mutable).tolist()
+        if const.any():
+            if cs is not None and len(cs[1]):
+                where = np.flatnonzero(const)
+                idx = dbi_a[where]
+                if idx.max() >= len(cs[1]):
+                    raise SlowPath("data_buffer_idx out of range")
+                table = np.array(cs[1], dtype=np.uint64)
+                if table.max() >= 1 << 62:
+                    raise SlowPath("absurd offset")
+                offs = (table[idx].astype(np.int64) + cs[2]).tolist()
+                for k, o in zip(where.tolist(), offs):
+                    if o + nbytes[k] > self.end:
+                        raise SlowPath("tensor data past the end")
+                    storage[k] = "segment"
+                    offsets[k] = o
+                    segments[k] = cs[0]
+            else:
+                slow += np.flatnonzero(const).tolist()
+        records = list(zip([m] * n, values, fqns, codes, shapes, dims, nbytes, storage, offsets,
+                           segments, dbis, mem_ids, mem_offs, dyns, [bool(x) for x in rgs]))
+        for k in slow:  # mutable and legacy inline tensors: rare, placed one by one
+            records[k] = self._place(m, values[k], fqns[k], codes[k], shapes[k], dims[k], dbis[k],
+                                     mem_ids[k], mem_offs[k], locs[k], muts[k], dyns[k],
+                                     bool(rgs[k]), None)
+        return records
+
+    def _instructions_slow(self, plan: Table) -> tuple:
+        chains = plan.tables(5, "chains")
+        n_instr = 0
+        kernel_uses: dict[int, int] = {}
+        delegate_uses: dict[int, int] = {}
+        kinds = [0] * len(INSTRUCTION_TYPES)
+        for c in chains:
+            for ins in c.tables(2, "instructions"):
+                n_instr += 1
+                t, arg = ins.union(0, len(INSTRUCTION_TYPES), "instr_args")
+                kinds[t] += 1
+                if t == 1 and arg is not None:
+                    op = arg.i32(0)
+                    kernel_uses[op] = kernel_uses.get(op, 0) + 1
+                elif t == 2 and arg is not None:
+                    d = arg.i32(0)
+                    delegate_uses[d] = delegate_uses.get(d, 0) + 1
+        return len(chains), n_instr, kinds, kernel_uses, delegate_uses
+
+    def _instructions_fast(self, plan: Table) -> tuple:
+        vec = self.vec
+        chains = plan.tables(5, "chains")
+        kinds = np.zeros(len(INSTRUCTION_TYPES), np.int64)
+        kernel_uses: dict[int, int] = {}
+        delegate_uses: dict[int, int] = {}
+        n_instr = 0
+        for c in chains:
+            start, n = c.vector(2, 4, "instructions")
+            n_instr += n
+            if not n:
+                continue
+            ins = vec.table_vector(start, n, f"{c.path}.instructions")
+            t = ins.scalar(0, "u1").astype(np.int64)
+            ref = ins.ref(1)
+            if ((t >= len(INSTRUCTION_TYPES)) | ((t > 0) & (ref == 0))).any():
+                raise SlowPath("bad union")
+            kinds += np.bincount(t, minlength=len(INSTRUCTION_TYPES))
+            for typ, uses in ((1, kernel_uses), (2, delegate_uses)):
+                sel = ref[t == typ]
+                if len(sel):
+                    idx = vec.tables(sel, f"{c.path}.instructions").scalar(0, "<i4")
+                    u, cnt = np.unique(idx, return_counts=True)
+                    for a, b in zip(u.tolist(), cnt.tolist()):
+                        uses[a] = uses.get(a, 0) + b
+        return len(chains), n_instr, kinds.tolist(), kernel_uses, delegate_uses
 
     def _tensor(self, m: int, value: int, t: Table) -> tuple:
         """One compact tensor record (see ``_TENSOR_FIELDS``)."""
@@ -372,13 +536,9 @@ class _ProgramReader:
             raise CorruptError(f"scalar_type {code} is unknown", file=self.file,
                                structure=f"{t.path}.scalar_type", offset=t.pos)
         sizes = t.scalars(2, "i", "sizes")
-        numel = 1
-        for s in sizes:
-            if s < 0:
-                raise CorruptError(f"negative size {s} in sizes {list(sizes)}", file=self.file,
-                                   structure=f"{t.path}.sizes", offset=t.pos)
-            numel *= s
-        nbytes = numel * dt.itemsize
+        if any(d < 0 for d in sizes):
+            raise CorruptError(f"negative size in sizes {list(sizes)}", file=self.file,
+                               structure=f"{t.path}.sizes", offset=t.pos)
         dim_order = t.scalars(3, "B", "dim_order")
         dbi = t.u32(5)
         alloc = t.table(6, "allocation_info")
@@ -398,56 +558,78 @@ class _ProgramReader:
         if alloc is not None:
             mem_id = alloc.u32(0)
             mem_off = alloc.u32(1) | (alloc.u32(2) << 32)
-        # Where are the bytes?
+        return self._place(m, value, fqn, code, tuple(sizes), tuple(dim_order), dbi, mem_id,
+                           mem_off, location, mutable_idx, t.u8(8), t.bool(4), t)
+
+    def _place(self, m: int, value: int, fqn: str | None, code: int, sizes: tuple, dim_order: tuple,
+               dbi: int, mem_id: int | None, mem_off: int | None, location: int,
+               mutable_idx: int | None, dyn: int, rg: bool, t: Table | None) -> tuple:
+        """Work out where a tensor's bytes are; returns the compact tensor record.
+
+        ``t`` is the tensor's table on the scalar path (for error messages); on the fast path
+        it is ``None`` and any problem raises :class:`SlowPath` so the scalar path reports it.
+        """
+        def fail(exc: Exception) -> Exception:
+            return SlowPath(str(exc)) if t is None else exc
+
+        where = t.path if t is not None else "Tensor"
+        pos = t.pos if t is not None else None
+        nbytes = math.prod(sizes) * SCALAR_TYPES[code].itemsize
+        if nbytes > _MAX_TENSOR_BYTES:
+            raise fail(CorruptError(f"sizes {list(sizes)} claim {nbytes} bytes", file=self.file,
+                                    structure=f"{where}.sizes", offset=pos))
         offset = None
         segment = None
         if location == 1:
             storage = "external"
-        elif alloc is not None:
+        elif mem_id is not None:
             storage = "planned"
             if dbi and self.mutable_segments:
                 mi = mutable_idx or 0
                 if mi >= len(self.mutable_segments):
-                    raise OutOfBoundsError(
+                    raise fail(OutOfBoundsError(
                         f"mutable_data_segments_idx {mi} is out of range "
                         f"({len(self.mutable_segments)} entries)",
-                        file=self.file, structure=f"{t.path}.extra_tensor_info", offset=t.pos)
+                        file=self.file, structure=f"{where}.extra_tensor_info", offset=pos))
                 segment, offsets, base = self.mutable_segments[mi]
-                offset = self._sub_offset(offsets, base, dbi, t, "mutable_data_segments")
+                if dbi >= len(offsets):
+                    raise fail(OutOfBoundsError(
+                        f"data_buffer_idx {dbi} is out of range ({len(offsets)} "
+                        "mutable_data_segments offsets)",
+                        file=self.file, structure=f"{where}.data_buffer_idx", offset=pos))
+                offset = base + offsets[dbi]
                 storage = "mutable"
         elif dbi:
             cs = self.constant_segment
             if cs is not None and len(cs[1]):
                 segment, offsets, base = cs
-                offset = self._sub_offset(offsets, base, dbi, t, "constant_segment")
+                if dbi >= len(offsets):
+                    raise fail(OutOfBoundsError(
+                        f"data_buffer_idx {dbi} is out of range ({len(offsets)} "
+                        "constant_segment offsets)",
+                        file=self.file, structure=f"{where}.data_buffer_idx", offset=pos))
+                offset = base + offsets[dbi]
                 storage = "segment"
             else:
                 if dbi >= len(self.constant_buffer):
-                    raise OutOfBoundsError(
+                    raise fail(OutOfBoundsError(
                         f"data_buffer_idx {dbi} is out of range "
                         f"({len(self.constant_buffer)} constant buffers)",
-                        file=self.file, structure=f"{t.path}.data_buffer_idx", offset=t.pos)
+                        file=self.file, structure=f"{where}.data_buffer_idx", offset=pos))
                 offset, size = self.constant_buffer[dbi]
                 if nbytes > size:
-                    raise OutOfBoundsError(
+                    raise fail(OutOfBoundsError(
                         f"{nbytes} bytes of tensor data do not fit the {size}-byte buffer",
-                        file=self.file, structure=f"Program.constant_buffer[{dbi}]", offset=offset)
+                        file=self.file, structure=f"Program.constant_buffer[{dbi}]", offset=offset))
                 storage = "inline"
         else:
             storage = "unallocated"
         if offset is not None and offset + nbytes > self.end:
-            raise OutOfBoundsError(
+            raise fail(OutOfBoundsError(
                 f"{nbytes} bytes of tensor data at 0x{offset:x} run past the end of the file "
-                f"(size 0x{self.end:x})", file=self.file, structure=f"{t.path} data", offset=offset)
+                f"(size 0x{self.end:x})", file=self.file, structure=f"{where} data", offset=offset))
         return (m, value, fqn, code, sizes, dim_order, nbytes, storage, offset, segment, dbi,
-                mem_id, mem_off, t.u8(8), t.bool(4))
-
-    def _sub_offset(self, offsets: Any, base: int, dbi: int, t: Table, what: str) -> int:
-        if dbi >= len(offsets):
-            raise OutOfBoundsError(
-                f"data_buffer_idx {dbi} is out of range ({len(offsets)} {what} offsets)",
-                file=self.file, structure=f"{t.path}.data_buffer_idx", offset=t.pos)
-        return base + int(offsets[dbi])
+                mem_id, mem_off, dyn, rg)
 
     # -- external data -------------------------------------------------------------------------
     _HEX_KEY = re.compile(rb"[0-9a-f]{64}")
@@ -568,47 +750,57 @@ class _ProgramReader:
             for key, entry in d.extra["ptd"].by_key.items():
                 by_key.setdefault(key, (d.path, entry))
         matched: set[tuple[str, str]] = set()
+        dnames = {c: d.name for c, d in SCALAR_TYPES.items()}
         for plan in self.methods:
+            records = plan["tensors"]
+            if not records:
+                continue
             mname = plan["name"]
-            for (_m, v, fqn, code, sizes, dim_order, nbytes, storage, offset, segment, dbi,
-                 mem_id, mem_off, dyn, rg) in plan["tensors"]:
-                missing = None
-                tfile = file if offset is not None else None
-                if storage == "external":
+            (_, values, fqns, codes, sizes, dims, nbytes, storage, offsets, segments, dbis,
+             mem_ids, mem_offs, dyns, rgs) = (list(c) for c in zip(*records))
+            n = len(records)
+            files = [file if o is not None else None for o in offsets]
+            missing: list[bool | None] = [None] * n
+            if "external" in storage:
+                for k in range(n):
+                    if storage[k] != "external":
+                        continue
+                    fqn = fqns[k]
                     hit = by_key.get(fqn) if fqn is not None else None
-                    missing = hit is None
-                    if hit is not None:
-                        tfile, entry = hit
-                        offset, segment = entry["offset"], entry["segment"]
-                        matched.add((tfile, fqn))
-                        if nbytes > entry["size"]:
-                            self.findings.append({
-                                "severity": "error", "structure": f"tensor {fqn!r}",
-                                "offset": offset, "message": f"{nbytes} bytes expected but the "
-                                f"data file holds {entry['size']}"})
-                            tfile = offset = None
-                            missing = True
-                cols["has_layout"].append(None)
-                cols["missing"].append(missing)
-                cols["used_by"].append(None)
-                cols["name"].append(fqn if fqn is not None else f"{mname}/{v}")
-                cols["dtype"].append(SCALAR_TYPES[code].name)
-                cols["shape"].append(tuple(sizes))
-                cols["nbytes"].append(nbytes)
-                cols["storage"].append(storage)
-                cols["file"].append(tfile)
-                cols["offset"].append(offset)
-                cols["align"].append(align_of(offset))
-                cols["method"].append(mname)
-                cols["value"].append(v)
-                cols["fqn"].append(fqn)
-                cols["dim_order"].append(tuple(dim_order))
-                cols["segment"].append(segment)
-                cols["data_buffer_idx"].append(dbi)
-                cols["mem_id"].append(mem_id)
-                cols["mem_offset"].append(mem_off)
-                cols["shape_dynamism"].append(SHAPE_DYNAMISM[dyn] if dyn < 3 else str(dyn))
-                cols["requires_grad"].append(rg)
+                    missing[k] = hit is None
+                    if hit is None:
+                        continue
+                    tfile, entry = hit
+                    matched.add((tfile, fqn))
+                    if nbytes[k] > entry["size"]:
+                        self.findings.append({
+                            "severity": "error", "structure": f"tensor {fqn!r}",
+                            "offset": entry["offset"], "message": f"{nbytes[k]} bytes expected "
+                            f"but the data file holds {entry['size']}"})
+                        missing[k] = True
+                        continue
+                    files[k], offsets[k], segments[k] = tfile, entry["offset"], entry["segment"]
+            cols["name"] += [f if f is not None else f"{mname}/{v}" for f, v in zip(fqns, values)]
+            cols["dtype"] += [dnames[c] for c in codes]
+            cols["shape"] += sizes
+            cols["nbytes"] += nbytes
+            cols["storage"] += storage
+            cols["file"] += files
+            cols["offset"] += offsets
+            cols["align"] += [o & -o if o else None for o in offsets]
+            cols["method"] += [mname] * n
+            cols["value"] += values
+            cols["fqn"] += fqns
+            cols["dim_order"] += dims
+            cols["segment"] += segments
+            cols["data_buffer_idx"] += dbis
+            cols["mem_id"] += mem_ids
+            cols["mem_offset"] += mem_offs
+            cols["shape_dynamism"] += [SHAPE_DYNAMISM[d] if d < 3 else str(d) for d in dyns]
+            cols["requires_grad"] += rgs
+            cols["has_layout"] += [None] * n
+            cols["missing"] += missing
+            cols["used_by"] += [None] * n
         # Named data: raw bytes in the .pte (no layout stored), then data-file entries that
         # no external tensor claimed (e.g. XNNPACK weights), with their layout when stored.
         for e in self._named_entries():
@@ -674,16 +866,76 @@ class _ProgramReader:
         cols: dict[str, list] = {c: [] for c in ("method", "value", "type", "summary", "is_input",
                                                  "is_output")}
         for plan in self.methods:
-            tensors = {r[1]: r for r in plan["tensors"]}
-            ins, outs = set(plan["inputs"]), set(plan["outputs"])
-            for i, (t, tab) in enumerate(zip(plan["vtypes"], plan["payload"])):
-                cols["method"].append(plan["name"])
-                cols["value"].append(i)
-                cols["type"].append(VALUE_TYPES[t])
-                cols["summary"].append(_value_summary(t, tab, tensors.get(i)))
-                cols["is_input"].append(i in ins)
-                cols["is_output"].append(i in outs)
+            vt, vpos = plan["vtypes"], plan["vpos"]
+            n = len(vt)
+            summary = [""] * n
+            seen: dict[tuple, str] = {}
+            for r in plan["tensors"]:
+                key = (r[3], r[4], r[7])
+                text = seen.get(key)
+                if text is None:
+                    shape = "x".join(str(d) for d in r[4]) or "scalar"
+                    text = seen[key] = f"{SCALAR_TYPES[r[3]].name}[{shape}] {r[7]}"
+                summary[r[1]] = text
+            try:
+                if not self.fast:
+                    raise SlowPath("disabled")
+                self._scalar_summaries(vt, vpos, summary)
+            except SlowPath:
+                fb = self.fb
+                for i, (t, p) in enumerate(zip(vt.tolist(), vpos.tolist())):
+                    if t != _TENSOR and p:
+                        tab = fb.table_at(p, f"{plan['name']}.values[{i}]", p)
+                        summary[i] = _value_summary(t, tab)
+            idx = np.arange(n)
+            cols["method"].extend([plan["name"]] * n)
+            cols["value"].extend(idx.tolist())
+            cols["type"].extend(VALUE_TYPES[t] for t in vt.tolist())
+            cols["summary"].extend(summary)
+            cols["is_input"].extend(np.isin(idx, plan["inputs"]).tolist())
+            cols["is_output"].extend(np.isin(idx, plan["outputs"]).tolist())
         return cols
+
+    def _scalar_summaries(self, vt: np.ndarray, vpos: np.ndarray, summary: list[str]) -> None:
+        """Fill ``summary`` for non-tensor values, a whole type at a time (fast path)."""
+        vec = self.vec
+        for t in np.unique(vt).tolist():
+            if t in (0, 1, _TENSOR):
+                continue
+            where = np.flatnonzero(vt == t)
+            T = vec.tables(vpos[where], VALUE_TYPES[t])
+            w = where.tolist()
+            if t == 2:
+                texts = T.scalar(0, "<i8").astype(str).tolist()
+            elif t == 3:
+                texts = [str(bool(x)) for x in T.scalar(0, "u1").tolist()]
+            elif t == 4:
+                texts = [repr(x) for x in T.scalar(0, "<f8").tolist()]
+            elif t == 6:
+                fb = self.fb
+                texts = []
+                for r in T.ref(0).tolist():
+                    text = fb.string_at(r, "String.string_val") if r else ""
+                    texts.append(repr(text[:60] + ("..." if len(text) > 60 else "")))
+            else:
+                dtype, size = _LIST_FORMATS[t]
+                starts, counts = T.vectors(0, size)
+                shown = np.minimum(counts, 16)
+                flat = vec.flat(starts, shown, dtype)
+                if t == 9:
+                    flat = flat.astype(bool)
+                elif t == 8:
+                    flat = np.array([repr(x) for x in flat.tolist()], dtype=object)
+                strs = flat.astype(str).tolist()
+                texts = []
+                pos = 0
+                join = ", ".join
+                for c, k in zip(counts.tolist(), shown.tolist()):
+                    body = join(strs[pos:pos + k])
+                    pos += k
+                    texts.append(f"[{body}, ... ({c} items)]" if c > k else f"[{body}]")
+            for i, text in zip(w, texts):
+                summary[i] = text
 
     def _operators_columns(self) -> dict[str, list]:
         cols: dict[str, list] = {c: [] for c in ("method", "index", "name", "overload", "op", "uses")}
@@ -732,38 +984,37 @@ class _ProgramReader:
         return cols
 
     def _memory_plan_columns(self) -> dict[str, list]:
-        cols: dict[str, list] = {c: [] for c in (
-            "method", "mem_id", "buffer_size", "value", "name", "dtype", "shape", "offset",
-            "nbytes", "end", "storage", "fits")}
+        names = ("method", "mem_id", "buffer_size", "value", "name", "dtype", "shape", "offset",
+                 "nbytes", "end", "storage", "fits")
+        cols: dict[str, list] = {c: [] for c in names}
+        dnames = {c: d.name for c, d in SCALAR_TYPES.items()}
         for plan in self.methods:
             sizes = plan["buffer_sizes"]
-            for (_m, v, fqn, code, shape, _, nbytes, storage, _, _, _, mem_id, mem_off, _,
-                 _) in plan["tensors"]:
-                if mem_id is None:
-                    continue
-                bsize = sizes[mem_id] if mem_id < len(sizes) else None
-                cols["method"].append(plan["name"])
-                cols["mem_id"].append(mem_id)
-                cols["buffer_size"].append(bsize)
-                cols["value"].append(v)
-                cols["name"].append(fqn if fqn is not None else f"{plan['name']}/{v}")
-                cols["dtype"].append(SCALAR_TYPES[code].name)
-                cols["shape"].append(tuple(shape))
-                cols["offset"].append(mem_off)
-                cols["nbytes"].append(nbytes)
-                cols["end"].append(mem_off + nbytes)
-                cols["storage"].append(storage)
-                cols["fits"].append(bsize is not None and mem_off + nbytes <= bsize)
+            mname = plan["name"]
+            rows = [r for r in plan["tensors"] if r[11] is not None]
+            if not rows:
+                continue
+            (_, values, fqns, codes, shapes, _, nbytes, storage, _, _, _, mem_ids, mem_offs, _,
+             _) = zip(*rows)
+            bsizes = [sizes[m] if m < len(sizes) else None for m in mem_ids]
+            ends = [o + b for o, b in zip(mem_offs, nbytes)]
+            cols["method"] += [mname] * len(rows)
+            cols["mem_id"] += mem_ids
+            cols["buffer_size"] += bsizes
+            cols["value"] += values
+            cols["name"] += [f if f is not None else f"{mname}/{v}" for f, v in zip(fqns, values)]
+            cols["dtype"] += [dnames[c] for c in codes]
+            cols["shape"] += shapes
+            cols["offset"] += mem_offs
+            cols["nbytes"] += nbytes
+            cols["end"] += ends
+            cols["storage"] += storage
+            cols["fits"] += [b is not None and e <= b for e, b in zip(ends, bsizes)]
         return cols
 
 
-def _value_summary(t: int, tab: Table | None, tensor: tuple | None) -> str:
-    """A short human-readable rendering of one EValue (bounded length)."""
-    if tab is None:
-        return ""
-    if t == _TENSOR and tensor is not None:
-        shape = "x".join(str(s) for s in tensor[4]) or "scalar"
-        return f"{SCALAR_TYPES[tensor[3]].name}[{shape}] {tensor[7]}"
+def _value_summary(t: int, tab: Table) -> str:
+    """A short rendering of one non-tensor EValue (scalar verifying path)."""
     if t == 2:
         return str(tab.i64(0))
     if t == 3:
@@ -775,11 +1026,10 @@ def _value_summary(t: int, tab: Table | None, tensor: tuple | None) -> str:
         return repr(s[:60] + ("..." if len(s) > 60 else ""))
     if t in (7, 8, 9, 10, 11):
         fmt = {7: "q", 8: "d", 9: "B", 10: "i", 11: "i"}[t]
-        _, n = tab.vector(0, struct.calcsize(fmt), "items")
-        items = tab.scalars(0, fmt, "items") if n <= 16 else tab.scalars(0, fmt, "items")[:16]
-        if t == 9:
-            items = tuple(bool(x) for x in items)
-        body = ", ".join(str(x) for x in items) + (f", ... ({n} items)" if n > 16 else "")
+        items = tab.scalars(0, fmt, "items")
+        n = len(items)
+        shown = [bool(x) if t == 9 else x for x in items[:16]]
+        body = ", ".join(str(x) for x in shown) + (f", ... ({n} items)" if n > 16 else "")
         return f"[{body}]"
     return ""
 
