@@ -24,8 +24,8 @@ pip() { .venv/bin/python -m pip --disable-pip-version-check "$@"; }
 echo "[setup] installing torch==2.13.0 (CPU)"
 pip install -q torch==2.13.0 2>&1 | grep -v "is ignored: it is neither a file nor a directory" || true
 printf 'torch==2.13.0\n' > .venv/constraints.txt
-echo "[setup] installing executorch==1.5.1 and workbench[dev] (editable)"
-pip install -q -c .venv/constraints.txt executorch==1.5.1 -e ".[dev,oracle]" 2>&1 \
+echo "[setup] installing executorch==1.5.1 and workbench[dev,oracle,notebook,scan] (editable)"
+pip install -q -c .venv/constraints.txt executorch==1.5.1 -e ".[dev,oracle,notebook,scan]" 2>&1 \
     | grep -v "is ignored: it is neither a file nor a directory" || true
 .venv/bin/python -c "import torch, executorch, workbench; print('[setup] ok: torch', torch.__version__)"
 echo "$want" > "$stamp"
