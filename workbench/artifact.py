@@ -151,13 +151,20 @@ class Artifact:
         """Paths of the files that make up this artifact (the main file first)."""
         return list(self._parsed.sources)
 
-    @property
-    def findings(self) -> pd.DataFrame:
-        """Non-fatal observations made while reading (severity, structure, offset, message)."""
-        f = self._parsed.findings
-        return _frames.build("findings", {
-            "severity": [x["severity"] for x in f], "structure": [x["structure"] for x in f],
-            "offset": [x.get("offset") for x in f], "message": [x["message"] for x in f]})
+    def validate(self) -> pd.DataFrame:
+        """Every finding about this artifact (severity, structure, offset, message).
+
+        ``open`` raises only for what makes reading impossible; this lists everything else
+        that is wrong or unusual (misaligned data, unused segments, missing external
+        tensors, tensors outside their arena, ...). An empty frame means nothing was found.
+
+        Example:
+            >>> wb.open("sample_models/mlp_portable.pte").validate().empty   # doctest: +SKIP
+            True
+        """
+        from .validate import validate
+
+        return validate(self)
 
     # -- tensor data ------------------------------------------------------------------------
     def _row(self, key: str | tuple[str, int]) -> tuple[str, int]:
