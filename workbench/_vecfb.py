@@ -184,7 +184,8 @@ def products(flat: np.ndarray, counts: np.ndarray) -> np.ndarray | None:
             continue
         rows = np.flatnonzero(counts == c)
         block = flat[starts[rows][:, None] + np.arange(c)].astype(np.float64)
-        prod = block.prod(axis=1)
+        with np.errstate(over="ignore"):
+            prod = block.prod(axis=1)
         if len(prod) and prod.max() >= 2.0**53:
             return None
         out[rows] = prod.astype(np.int64)
