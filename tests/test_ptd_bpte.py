@@ -284,3 +284,31 @@ def test_bpte_truncated_and_mutated(sample, tmp_path):
                     pass
         except wb.ArtifactError:
             pass
+
+
+def test_sibling_with_same_keys_but_other_layout_is_not_used(sample, tmp_path):
+    """A neighbour .ptd that holds the same names with other shapes (another model's weights)
+    must not be picked up; the right one (named like the program) must."""
+    pytest.importorskip("executorch")
+    from executorch.exir._serialize._cord import Cord  # noqa: F401
+    from executorch.exir._serialize.data_serializer import DataEntry, DataPayload
+    from executorch.exir.schema import ScalarType
+    from executorch.extension.flat_tensor.serialize.flat_tensor_schema import TensorLayout
+    from executorch.extension.flat_tensor.serialize.serialize import FlatTensorSerializer
+
+    payload = DataPayload(
+        buffers=[b"\0" * 16],
+        named_data={"fc1.weight": DataEntry(0, 16, TensorLayout(ScalarType.FLOAT, [4], [0]))})
+    (tmp_path / "a_other_model.ptd").write_bytes(bytes(FlatTensorSerializer().serialize(payload)))
+    pte = shutil.copy(sample("mlp_external.pte"), tmp_path / "mlp.pte")
+    art = wb.open(pte)
+    assert art.info["data_files"] == []  # the decoy resolves nothing
+    assert art.tensors["missing"].fillna(False).sum() == 4
+    # given explicitly, it is attached, but the mismatching entry is not used (and is reported)
+    forced = wb.open(pte, data=[tmp_path / "a_other_model.ptd"])
+    assert forced.tensors["missing"].fillna(False).sum() == 4
+    assert forced.validate()["message"].str.contains("another dtype/shape").any()
+    shutil.copy(sample("mlp_external.ptd"), tmp_path / "mlp.ptd")
+    art = wb.open(pte)
+    assert art.info["data_files"] == [str(tmp_path / "mlp.ptd")]
+    assert not art.tensors["missing"].fillna(False).any()

@@ -235,14 +235,35 @@ class Artifact:
                 f"(size 0x{src.size:x})", file=file, structure=f"tensor {name!r}", offset=offset)
         if len(dim_order) != len(shape) or sorted(dim_order) != list(range(len(shape))):
             dim_order = tuple(range(len(shape)))
+        strides = cols["strides"][i] if "strides" in cols else None
+        if strides is not None:
+            strides = tuple(strides)
+            if len(strides) != len(shape) or any(st < 0 for st in strides):
+                raise ArtifactError(f"strides {list(strides)} do not fit shape {list(shape)}",
+                                    file=file, structure=f"tensor {name!r}", offset=offset)
+            # elements the strided view touches, from its first to its last
+            span = 0 if 0 in shape else 1 + sum((d - 1) * st for d, st in zip(shape, strides))
+        else:
+            span = nbytes // dt.itemsize if dt.itemsize else 0
+        if offset + span * dt.itemsize > src.size:
+            raise OutOfBoundsError(
+                f"the strided view of tensor {name!r} reaches past the end of the file",
+                file=file, structure=f"tensor {name!r}", offset=offset)
         physical = tuple(shape[d] for d in dim_order)
         inverse = tuple(dim_order.index(k) for k in range(len(shape)))
-        numel = nbytes // dt.itemsize if dt.itemsize else 0
         if dt.numpy is not None:
             import numpy as np
 
-            arr = np.frombuffer(src.buf, dtype=dt.numpy, count=numel, offset=offset)
-            arr = arr.reshape(physical).transpose(inverse)
+            if span == 0:
+                arr = np.empty(shape, dtype=dt.numpy)
+                arr.flags.writeable = copy
+                return arr
+            base = np.frombuffer(src.buf, dtype=dt.numpy, count=span, offset=offset)
+            if strides is not None:
+                arr = np.lib.stride_tricks.as_strided(
+                    base, shape, tuple(st * dt.itemsize for st in strides), writeable=False)
+            else:
+                arr = base.reshape(physical).transpose(inverse)
             return arr.copy() if copy else arr
         import torch
 
@@ -250,10 +271,16 @@ class Artifact:
         if tdtype is None:
             raise ArtifactError(f"dtype {dt.name} cannot be viewed with this torch",
                                 file=file, structure=f"tensor {name!r}", offset=offset)
+        if span == 0:
+            return torch.empty(shape, dtype=tdtype)
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*not writable.*")
-            t = torch.frombuffer(src.buf, dtype=torch.uint8, count=nbytes, offset=offset)
-        t = t.view(tdtype).reshape(physical).permute(inverse)
+            base = torch.frombuffer(src.buf, dtype=torch.uint8, count=span * dt.itemsize,
+                                    offset=offset).view(tdtype)
+        if strides is not None:
+            t = base.as_strided(shape, strides)
+        else:
+            t = base.reshape(physical).permute(inverse)
         return t.clone() if copy else t
 
     # -- lifetime and display -----------------------------------------------------------------
@@ -272,7 +299,12 @@ class Artifact:
         return f"<workbench.Artifact {self.format} {self.path!r}>"
 
     def summary(self) -> dict[str, Any]:
-        """Headline facts: format, files with sizes, frame row counts, bytes by storage.
+        """Headline facts as a dict: format, files with sizes, counts, bytes by kind and storage.
+
+        Keys: ``format``, ``path``, ``files`` (path -> size), ``total_bytes``, ``segments``,
+        ``tensors``, ``stored_tensor_bytes``, ``bytes_by_kind``, ``tensors_by_storage``,
+        ``methods`` (names, .pte/.bpte), ``findings`` (count), ``top_tensors`` (the 5 largest:
+        name, dtype, shape, nbytes, storage), plus the reader's scalar ``info`` facts.
 
         Example:
             >>> art.summary()["tensors"]     # doctest: +SKIP
@@ -281,29 +313,83 @@ class Artifact:
         seg = self.segments
         ten = self.tensors
         stored = ten[ten["offset"].notna()]
+        files = {f: src.size for f, src in self._parsed.sources.items()}
+        top = ten.sort_values("nbytes", ascending=False, kind="stable").head(5)
+        methods: list[str] = []
+        if "methods" in self._parsed.builders:
+            methods = [str(m) for m in self.frames["methods"]["method"]]
         return {
             "format": self.format,
             "path": self.path,
-            "files": {f: src.size for f, src in self._parsed.sources.items()},
+            "files": files,
+            "total_bytes": sum(files.values()),
+            "segments": len(seg),
             "tensors": len(ten),
             "stored_tensor_bytes": int(stored["nbytes"].sum()),
             "bytes_by_kind": {str(k): int(v) for k, v in
                               seg.groupby("kind", observed=True)["size"].sum().items()},
             "tensors_by_storage": {str(k): int(v) for k, v in
                                    ten["storage"].value_counts().items() if v},
+            "methods": methods,
+            "findings": len(self._parsed.findings),
+            "top_tensors": [
+                {"name": str(n), "dtype": str(d), "shape": tuple(s), "nbytes": int(b),
+                 "storage": str(st)}
+                for n, d, s, b, st in zip(top["name"], top["dtype"], top["shape"],
+                                          top["nbytes"], top["storage"])],
             **{k: v for k, v in self.info.items() if isinstance(v, (int, str))},
         }
 
     def _repr_html_(self) -> str:
+        """A compact overview for notebooks: files with a byte bar each, counts, top tensors."""
+        import os
+
+        from .plots import KIND_COLORS, OTHER_COLOR
+
+        esc = html.escape
         s = self.summary()
-        files = "".join(f"<li><code>{html.escape(f)}</code>: {human_bytes(n)}</li>"
-                        for f, n in s["files"].items())
-        kinds = ", ".join(f"{html.escape(k)} {human_bytes(v)}" for k, v in s["bytes_by_kind"].items())
-        storage = ", ".join(f"{html.escape(k)}: {v}" for k, v in s["tensors_by_storage"].items())
-        top = (self.tensors.sort_values("nbytes", ascending=False)
-               .head(5)[["name", "dtype", "shape", "nbytes", "storage"]])
-        return (f"<div><b>workbench.Artifact</b> · format <b>{self.format}</b>"
-                f"<ul>{files}</ul><p>bytes by kind: {kinds}</p>"
-                f"<p>{s['tensors']} tensors ({storage})</p>"
-                f"<p>frames: {', '.join(html.escape(n) for n in self.frames)}</p>"
-                f"{top.to_html(index=False)}</div>")
+        seg = self.segments
+        rows = []
+        for f, size in s["files"].items():
+            part = seg[seg["file"] == f]
+            by_kind = part.groupby("kind", observed=True, sort=False)["size"].sum()
+            spans = []
+            for kind, n in by_kind.items():
+                if not n:
+                    continue
+                kind = str(kind)
+                fill = ("repeating-linear-gradient(45deg,#fff 0 2px,#999 2px 3px)"
+                        if kind == "padding" else KIND_COLORS.get(kind, OTHER_COLOR))
+                spans.append(f'<span title="{esc(kind)} {human_bytes(int(n))}" style="'
+                             f'width:{100 * int(n) / max(size, 1):.3f}%;background:{fill}">'
+                             "</span>")
+            legend = " · ".join(f"{esc(str(k))} {human_bytes(int(n))}"
+                                for k, n in by_kind.sort_values(ascending=False).items() if n)
+            rows.append(
+                f"<tr><td><code>{esc(os.path.basename(f))}</code></td>"
+                f"<td style='text-align:right'>{human_bytes(size)}</td>"
+                "<td><div style='display:flex;width:240px;height:12px;border:1px solid #888'>"
+                f"{''.join(spans)}</div></td><td style='font-size:85%'>{legend}</td></tr>")
+        storage = " · ".join(f"{esc(k)} {v}" for k, v in s["tensors_by_storage"].items())
+        methods = s["methods"]
+        meth = ""
+        if methods:
+            shown = ", ".join(esc(m) for m in methods[:6]) + (" …" if len(methods) > 6 else "")
+            meth = f"<br>methods ({len(methods)}): {shown}"
+        finding = (f"<br>{s['findings']} reader finding(s): <code>art.validate()</code>"
+                   if s["findings"] else "")
+        top = "".join(
+            f"<tr><td><code>{esc(t['name'])}</code></td><td>{esc(t['dtype'])}</td>"
+            f"<td>{esc(str(list(t['shape'])))}</td>"
+            f"<td style='text-align:right'>{human_bytes(t['nbytes'])}</td>"
+            f"<td>{esc(t['storage'])}</td></tr>" for t in s["top_tensors"])
+        n_files = len(s["files"])
+        return (
+            f"<div><b>{esc(os.path.basename(self.path))}</b> · {esc(self.format)} · "
+            f"{n_files} file{'s' if n_files != 1 else ''} · {human_bytes(s['total_bytes'])}"
+            f"<table>{''.join(rows)}</table>"
+            f"{s['segments']} segments · {s['tensors']} tensors ({storage}) · stored tensor bytes "
+            f"{human_bytes(s['stored_tensor_bytes'])}{meth}{finding}"
+            f"<br>frames: {', '.join(esc(n) for n in self.frames)}"
+            "<table><tr><th>largest tensors</th><th>dtype</th><th>shape</th><th>bytes</th>"
+            f"<th>storage</th></tr>{top}</table></div>")

@@ -30,8 +30,10 @@ def validate(art: Artifact) -> pd.DataFrame:
     """
     from . import frames as _frames
 
-    found: list[dict[str, Any]] = list(art._parsed.findings)
     frames = art.frames
+    for name in frames:  # builders may add findings while they run
+        frames[name]
+    found: list[dict[str, Any]] = list(art._parsed.findings)
     seg = frames["segments"]
     for file, group in seg.groupby("file", sort=False):
         size = art._parsed.sources[file].size if file in art._parsed.sources else None

@@ -72,7 +72,7 @@ def read(src: Source) -> Parsed:
     parsed.builders["segments"] = lambda: _segments(src, inner, prog_start, prog_size, cases)
     parsed.builders["test_cases"] = lambda: _cases_columns(cases, src.path)
     parsed.tensor_frames = ["tensors", "test_cases"]
-    parsed.findings.extend(inner.findings)
+    parsed.findings = inner.findings  # shared: the inner builders add findings lazily
     parsed.extra["program"] = inner
     return parsed
 

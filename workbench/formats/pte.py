@@ -404,7 +404,10 @@ class _ProgramReader:
         if len(A.pos):
             where = np.flatnonzero(has_alloc).tolist()
             ids = A.scalar(0, "<u4").tolist()
-            offs = (A.scalar(1, "<u4").astype(np.int64) | (A.scalar(2, "<u4").astype(np.int64) << 32))
+            high = A.scalar(2, "<u4").astype(np.int64)
+            if len(high) and high.max() >= 1 << 30:
+                raise SlowPath("memory offset beyond 2**62")
+            offs = A.scalar(1, "<u4").astype(np.int64) | (high << 32)
             for w, a, o in zip(where, ids, offs.tolist()):
                 mem_ids[w] = a
                 mem_offs[w] = o
@@ -578,6 +581,10 @@ class _ProgramReader:
         if nbytes > _MAX_TENSOR_BYTES:
             raise fail(CorruptError(f"sizes {list(sizes)} claim {nbytes} bytes", file=self.file,
                                     structure=f"{where}.sizes", offset=pos))
+        if mem_off is not None and mem_off >= _MAX_TENSOR_BYTES:
+            raise fail(CorruptError(f"memory offset 0x{mem_off:x} is beyond any possible arena",
+                                    file=self.file, structure=f"{where}.allocation_info",
+                                    offset=pos))
         offset = None
         segment = None
         if location == 1:
@@ -655,18 +662,53 @@ class _ProgramReader:
                     found.setdefault(key, []).append(label)
         return found
 
+    def _external_wants(self) -> dict[str, tuple[str, tuple, int]]:
+        """fqn -> (dtype name, shape, nbytes) of every external tensor of the program."""
+        return {r[2]: (SCALAR_TYPES[r[3]].name, tuple(r[4]), r[6])
+                for plan in self.methods for r in plan["tensors"]
+                if r[7] == "external" and r[2] is not None}
+
+    @staticmethod
+    def _fits(entry: dict[str, Any], want: tuple[str, tuple, int]) -> bool:
+        """A data-file entry can hold an external tensor: same dtype and shape when the entry
+        stores a layout, else at least as many bytes."""
+        if entry["has_layout"]:
+            return entry["dtype"] == want[0] and tuple(entry["shape"]) == want[1]
+        return entry["size"] >= want[2]
+
     def attach(self, data: Sequence[Parsed], siblings: Sequence[Parsed]) -> None:
-        """Resolve external tensors and delegate keys against ``.ptd`` files."""
-        external = {r[2] for plan in self.methods for r in plan["tensors"]
-                    if r[7] == "external" and r[2] is not None}
-        keys: set[str] = {k for k, _ in self.named}
+        """Choose the ``.ptd`` files that hold this program's external data.
+
+        Explicit ``data`` files are always attached. Sibling files are attached only when
+        they resolve a key nothing earlier resolved: an external tensor whose dtype/shape
+        agree with the entry, or a named-data key that a delegate blob mentions and the
+        program does not hold itself. Siblings named like the program come first.
+        """
+        wants = self._external_wants()
+        own = {k for k, _ in self.named}
+        keys: set[str] = set(own)
         for p in (*data, *siblings):
             keys.update(p.extra["ptd"].by_key)
         self.key_users = self._delegate_keys(keys)
-        wanted = external | set(self.key_users)
-        self.data = list(data) + [p for p in siblings if wanted & set(p.extra["ptd"].by_key)]
-        for p in siblings:
-            if p not in self.data:
+        delegate_keys = set(self.key_users) - own
+
+        def resolves(p: Parsed) -> set[str]:
+            by_key = p.extra["ptd"].by_key
+            hits = {k for k, w in wants.items() if k in by_key and self._fits(by_key[k], w)}
+            return hits | (delegate_keys & set(by_key))
+
+        resolved: set[str] = set()
+        self.data = list(data)
+        for p in data:
+            resolved |= resolves(p)
+        stem = os.path.splitext(os.path.basename(self.file))[0]
+        ranked = sorted(siblings, key=lambda p: os.path.splitext(os.path.basename(p.path))[0] != stem)
+        for p in ranked:
+            new = resolves(p) - resolved
+            if new:
+                self.data.append(p)
+                resolved |= new
+            else:
                 p.sources[p.path].close()
 
     # -- records for the frames --------------------------------------------------------------
@@ -691,7 +733,7 @@ class _ProgramReader:
             "named_data": self._named_columns,
             "memory_plan": self._memory_plan_columns,
         })
-        p.findings.extend(self.findings)
+        p.findings = self.findings  # shared: frame builders add findings lazily
         return p
 
     # Segment uses: segment index -> list of (kind, label)
@@ -745,10 +787,11 @@ class _ProgramReader:
             "value", "fqn", "dim_order", "segment", "data_buffer_idx", "mem_id", "mem_offset",
             "shape_dynamism", "requires_grad", "has_layout", "missing", "used_by")}
         file = self.file
-        by_key: dict[str, tuple[str, dict[str, Any]]] = {}
+        by_key: dict[str, list[tuple[str, dict[str, Any]]]] = {}
         for d in self.data:
             for key, entry in d.extra["ptd"].by_key.items():
-                by_key.setdefault(key, (d.path, entry))
+                by_key.setdefault(key, []).append((d.path, entry))
+        wants = self._external_wants()
         matched: set[tuple[str, str]] = set()
         dnames = {c: d.name for c, d in SCALAR_TYPES.items()}
         for plan in self.methods:
@@ -766,9 +809,17 @@ class _ProgramReader:
                     if storage[k] != "external":
                         continue
                     fqn = fqns[k]
-                    hit = by_key.get(fqn) if fqn is not None else None
+                    hit = None
+                    if fqn is not None:  # the first data file whose entry fits the tensor
+                        hit = next((h for h in by_key.get(fqn, ()) if self._fits(h[1], wants[fqn])),
+                                   None)
                     missing[k] = hit is None
                     if hit is None:
+                        if fqn in by_key:
+                            self.findings.append({
+                                "severity": "warning", "structure": f"tensor {fqn!r}",
+                                "offset": None, "message": "data files hold this key with another "
+                                f"dtype/shape: {sorted({f for f, _ in by_key[fqn]})}"})
                         continue
                     tfile, entry = hit
                     matched.add((tfile, fqn))

@@ -1,0 +1,210 @@
+"""Shared fixtures: the sample artifacts, a parametrization over every sample .pte, and the
+ExecuTorch oracle (ExecuTorch's own deserializer, imported once per session; skipped when
+executorch is not installed)."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import pathlib
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SAMPLES = ROOT / "sample_models"
+
+
+def pte_samples() -> list[pathlib.Path]:
+    """Every sample .pte, globbed at collection time (the set changes as samples are regenerated)."""
+    return sorted(SAMPLES.glob("*.pte"))
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "pte_path" in metafunc.fixturenames:
+        paths = pte_samples()
+        metafunc.parametrize("pte_path", paths, ids=[p.name for p in paths])
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    for item in items:  # tests that use the oracle carry the `oracle` marker (-m oracle)
+        if "oracle" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.oracle)
+
+
+@pytest.fixture(scope="session")
+def samples_dir() -> pathlib.Path:
+    if not SAMPLES.is_dir():
+        pytest.skip(f"no sample_models/ directory at {SAMPLES}")
+    return SAMPLES
+
+
+@pytest.fixture(scope="session")
+def sample(samples_dir):
+    """``sample("mlp_bf16.pte")`` -> its path, or skip the test when that sample is missing."""
+
+    def get(name: str) -> pathlib.Path:
+        p = samples_dir / name
+        if not p.is_file():
+            pytest.skip(f"sample {name} is not there (yet)")
+        return p
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def opened():
+    """``opened(path)`` -> a cached :class:`workbench.Artifact` (frames are built once per session)."""
+    import workbench as wb
+
+    cache: dict[str, Any] = {}
+
+    def get(path) -> Any:
+        key = str(path)
+        if key not in cache:
+            cache[key] = wb.open(path)
+        return cache[key]
+
+    yield get
+    for art in cache.values():
+        art.close()
+
+
+# --------------------------------------------------------------------------------------------
+# The oracle: ExecuTorch's own reading of a .pte, computed here, never pasted.
+# --------------------------------------------------------------------------------------------
+
+# ScalarType members that executorch.exir.tensor's table does not map (name -> torch dtype name).
+_EXTRA_DTYPE_NAMES = {
+    "QUINT2x4": "quint2x4", "BITS16": "bits16", "FLOAT8E5M2FNUZ": "float8_e5m2fnuz",
+    "FLOAT8E4M3FNUZ": "float8_e4m3fnuz", "UINT64": "uint64",
+}
+
+
+@dataclass
+class OracleProgram:
+    """ExecuTorch's view of one .pte: extended header, Program dataclass and raw bytes."""
+
+    path: pathlib.Path
+    data: bytes
+    eh: Any  # _ExtendedHeader | None
+    program: Any  # executorch.exir.schema.Program
+    program_size: int
+    segment_base_offset: int
+    ns: Any  # the Oracle (for schema classes and helpers)
+
+    def segment_abs(self, i: int) -> tuple[int, int]:
+        s = self.program.segments[i]
+        return self.segment_base_offset + s.offset, s.size
+
+    def tensors(self):
+        """Yield ``(method name, value index, schema.Tensor)`` for every tensor value."""
+        for plan in self.program.execution_plan:
+            for v, ev in enumerate(plan.values):
+                if isinstance(ev.val, self.ns.schema.Tensor):
+                    yield plan.name, v, ev.val
+
+    def nbytes(self, t) -> int:
+        n = 1
+        for s in t.sizes:
+            n *= s
+        return n * self.ns.itemsize(t.scalar_type)
+
+    def is_external(self, t) -> bool:
+        e = t.extra_tensor_info
+        return e is not None and int(e.location) == int(self.ns.schema.TensorDataLocation.EXTERNAL)
+
+    def constant_location(self, t) -> int | None:
+        """Absolute offset of a constant tensor's bytes in the constant segment (None if not one)."""
+        cs = self.program.constant_segment
+        if (self.is_external(t) or t.allocation_info is not None or not t.data_buffer_idx
+                or cs is None or not cs.offsets):
+            return None
+        seg_off, _ = self.segment_abs(cs.segment_index)
+        return seg_off + cs.offsets[t.data_buffer_idx]
+
+    def mutable_location(self, t) -> int | None:
+        """Absolute offset of a mutable tensor's initial bytes (None if it has none)."""
+        ms = self.program.mutable_data_segments
+        if t.allocation_info is None or not t.data_buffer_idx or not ms:
+            return None
+        e = t.extra_tensor_info
+        idx = e.mutable_data_segments_idx if e is not None else 0
+        sub = ms[idx]
+        seg_off, _ = self.segment_abs(sub.segment_index)
+        return seg_off + sub.offsets[t.data_buffer_idx]
+
+    @functools.cached_property
+    def restored(self):
+        """``deserialize_pte_binary`` (restores constants into constant_buffer): a second path."""
+        return self.ns.deserialize_pte_binary(self.data)
+
+
+def sha256(b) -> str:
+    return hashlib.sha256(bytes(b)).hexdigest()
+
+
+class Oracle:
+    def __init__(self) -> None:
+        from executorch.exir import schema
+        from executorch.exir._serialize import _program
+        from executorch.exir.tensor import enum_to_scalar_map
+
+        self.schema = schema
+        self._program = _program
+        self.get_extended_header = _program._get_extended_header
+        self.flatbuffer_to_program = _program._flatbuffer_to_program
+        self.deserialize_pte_binary = _program.deserialize_pte_binary
+        self._enum_to_dtype = enum_to_scalar_map
+        self._cache: dict[Any, Any] = {}
+
+    def read(self, path) -> OracleProgram:
+        key = str(path)
+        if key not in self._cache:
+            data = pathlib.Path(path).read_bytes()
+            eh = self.get_extended_header(data)
+            program_size = eh.program_size if eh else len(data)
+            base = eh.segment_base_offset if eh else 0
+            program = self.flatbuffer_to_program(data[:program_size])
+            self._cache[key] = OracleProgram(pathlib.Path(path), data, eh, program, program_size,
+                                             base, self)
+        return self._cache[key]
+
+    def ptd_named_bytes(self, path) -> dict[str, bytes]:
+        """key -> bytes of a .ptd's named data, from ExecuTorch's FlatTensorSerializer."""
+        key = ("ptd", str(path))
+        if key not in self._cache:
+            from executorch.exir._serialize._cord import Cord
+            from executorch.extension.flat_tensor.serialize.serialize import FlatTensorSerializer
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)  # importlib.resources
+                payload = FlatTensorSerializer().deserialize(Cord(pathlib.Path(path).read_bytes()))
+            self._cache[key] = {k: bytes(payload.buffers[e.buffer_index])
+                                for k, e in payload.named_data.items()}
+        return self._cache[key]
+
+    def torch_dtype(self, scalar_type):
+        import torch
+
+        dt = self._enum_to_dtype.get(scalar_type)
+        if dt is None:
+            dt = getattr(torch, _EXTRA_DTYPE_NAMES[scalar_type.name])
+        return dt
+
+    def dtype_name(self, scalar_type) -> str:
+        return str(self.torch_dtype(scalar_type)).removeprefix("torch.")
+
+    def itemsize(self, scalar_type) -> int:
+        import torch
+
+        return torch.empty(0, dtype=self.torch_dtype(scalar_type)).element_size()
+
+
+@pytest.fixture(scope="session")
+def oracle() -> Oracle:
+    pytest.importorskip("executorch.exir._serialize._program",
+                        reason="executorch (the oracle) is not installed")
+    return Oracle()

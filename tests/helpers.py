@@ -1,0 +1,212 @@
+"""Test helpers (not fixtures): raw bytes of returned tensors, a full exercise of an opened
+artifact that lets only ArtifactError through, and locating structures in a real .pte."""
+
+from __future__ import annotations
+
+import pathlib
+import random
+import signal
+import struct
+from contextlib import contextmanager
+
+import workbench as wb
+from workbench.flatbuf import FlatBuffer, Table
+from workbench.source import Source
+
+# Union tags of the program schema (EValue.val and Instruction.instr_args), from program.fbs.
+N_VALUE_TYPES = 12
+TENSOR = 5
+N_INSTRUCTION_TYPES = 6
+
+
+def tensor_bytes(x, dim_order=None) -> bytes:
+    """The bytes of a returned tensor in *storage* order (``dim_order``), numpy or torch."""
+    import numpy as np
+
+    if isinstance(x, np.ndarray):
+        if dim_order is not None and x.ndim:
+            x = x.transpose(tuple(dim_order))
+        return np.ascontiguousarray(x).tobytes()
+    import torch
+
+    assert isinstance(x, torch.Tensor), type(x)
+    if dim_order is not None and x.dim():
+        x = x.permute(tuple(dim_order))
+    x = x.contiguous().reshape(-1)
+    return x.view(torch.uint8).numpy().tobytes() if x.numel() else b""
+
+
+def tensor_key(row) -> object:
+    """The key ``art.tensor`` accepts for one row of ``art.tensors`` (method, value) or name."""
+    import pandas as pd
+
+    method = getattr(row, "method", None)
+    value = getattr(row, "value", None)
+    if method is not None and not pd.isna(method) and value is not None and not pd.isna(value):
+        return (str(method), int(value))
+    return str(row.name)
+
+
+def exercise(path, max_tensors: int | None = None) -> wb.ArtifactError | None:
+    """Open ``path``, build every frame, the summary and ``validate()``, read stored tensors.
+
+    Returns the :class:`ArtifactError` raised (or ``None`` when everything worked). Any
+    other exception propagates: that is the bug the hostile tests look for.
+    """
+    try:
+        art = wb.open(path)
+    except wb.ArtifactError as e:
+        return e
+    try:
+        for name in list(art.frames):
+            art.frames[name]
+        art.summary()
+        if hasattr(art, "validate"):
+            art.validate()
+        t = art.tensors
+        stored = t[t["offset"].notna()]
+        for i, row in enumerate(stored.itertuples(index=False)):
+            if max_tensors is not None and i >= max_tensors:
+                break
+            x = art.tensor(tensor_key(row))
+            del x
+    except wb.ArtifactError as e:
+        return e
+    finally:
+        art.close()
+    return None
+
+
+class Hang(Exception):
+    """Raised by :func:`deadline` when a call takes far too long."""
+
+
+@contextmanager
+def deadline(seconds: float):
+    """Interrupt the block with :class:`Hang` after ``seconds`` (main thread, POSIX only)."""
+    if not hasattr(signal, "setitimer"):  # pragma: no cover
+        yield
+        return
+
+    def on_alarm(signum, frame):
+        raise Hang(f"still running after {seconds} s")
+
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+class Located:
+    """Absolute positions of structures in a real .pte, found with workbench.flatbuf."""
+
+    def __init__(self, path) -> None:
+        self.path = pathlib.Path(path)
+        self.src = Source(path)
+        self.data = self.path.read_bytes()
+        if self.data[8:12] == b"eh00":
+            (self.program_size,) = struct.unpack_from("<Q", self.data, 16)
+            (self.segment_base_offset,) = struct.unpack_from("<Q", self.data, 24)
+        else:
+            self.program_size, self.segment_base_offset = len(self.data), 0
+        self.fb = FlatBuffer(self.src, 0, self.program_size, identifier=b"ET12", name="Program")
+        self.program = self.fb.root("Program")
+
+    def close(self) -> None:
+        self.src.close()
+
+    def __enter__(self) -> Located:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def root_pos(self) -> int:
+        return self.program.pos
+
+    def segments(self) -> list[Table]:
+        return self.program.tables(4, "segments")
+
+    def plans(self) -> list[Table]:
+        return self.program.tables(1, "execution_plan")
+
+    def values(self, plan: int = 0) -> list[Table]:
+        return self.plans()[plan].tables(2, "values")
+
+    def tensor_tables(self, plan: int = 0) -> list[tuple[int, Table, Table]]:
+        """``(value index, EValue table, Tensor table)`` for the tensors of one plan."""
+        out = []
+        for i, v in enumerate(self.values(plan)):
+            t, tab = v.union(0, N_VALUE_TYPES)
+            if t == TENSOR:
+                out.append((i, v, tab))
+        return out
+
+    def string_pos(self, table: Table, field: int) -> int:
+        """Absolute offset of the u32 length of string field ``field``."""
+        p = table.field_pos(field, 4)
+        assert p, "field absent"
+        return p + struct.unpack_from("<I", self.data, p)[0]
+
+    def vector_pos(self, table: Table, field: int) -> int:
+        """Absolute offset of the u32 count of vector field ``field``."""
+        return self.string_pos(table, field)
+
+
+_SPECIAL_U32 = (0xFFFFFFFF, 0x7FFFFFFF, 0x80000000, 0, 1, 0xFFFF, 0x10000)
+
+
+def mutate(data: bytes, rng: random.Random, hot: int) -> tuple[str, bytes]:
+    """One mutant: ``hot`` bytes at the start (the flatbuffer) get most of the hits."""
+    d = bytearray(data)
+    n = len(d)
+
+    def pos(width: int = 1, aligned: int = 1) -> int:
+        hi = hot if rng.random() < 0.85 else n
+        p = rng.randrange(0, max(hi - width, 1))
+        return p - p % aligned
+
+    kind = rng.choice(("bitflip", "u32", "u32", "u64", "byte", "trunc", "zeros", "copy"))
+    if kind == "bitflip":
+        for _ in range(rng.randint(1, 4)):
+            p = pos()
+            d[p] ^= 1 << rng.randrange(8)
+        desc = "bitflip"
+    elif kind == "u32":
+        p = pos(4, rng.choice((1, 4)))
+        v = rng.choice((*_SPECIAL_U32, rng.getrandbits(32)))
+        struct.pack_into("<I", d, p, v)
+        desc = f"u32 0x{v:x} at {p}"
+    elif kind == "u64":
+        p = pos(8, 8)
+        v = rng.choice((2**64 - 1, 2**63, 2**32, n, n + 1))
+        struct.pack_into("<Q", d, p, v)
+        desc = f"u64 0x{v:x} at {p}"
+    elif kind == "byte":
+        p = pos()
+        d[p] = rng.randrange(256)
+        desc = f"byte 0x{d[p]:x} at {p}"
+    elif kind == "trunc":
+        cut = rng.randrange(0, n)
+        del d[cut:]
+        desc = f"truncate at {cut}"
+    elif kind == "zeros":
+        p = pos()
+        k = rng.randint(1, 64)
+        d[p : p + k] = bytes(len(d[p : p + k]))
+        desc = f"zero {k} at {p}"
+    else:  # copy a u32 from elsewhere (plausible-looking offsets)
+        a, b = pos(4, 4), pos(4, 4)
+        d[b : b + 4] = d[a : a + 4]
+        desc = f"copy u32 {a}->{b}"
+    return desc, bytes(d)
+
+
+def program_size(data: bytes) -> int:
+    """The program flatbuffer's size from the eh00 header (the whole file without one)."""
+    n = struct.unpack_from("<Q", data, 16)[0] if data[8:12] == b"eh00" else len(data)
+    return min(max(n, 8), len(data))

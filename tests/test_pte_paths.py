@@ -1,0 +1,70 @@
+"""The .pte reader's vectorised fast path and its scalar verifying path agree: same frames on
+every sample, and on seeded mutants the same verdict (error or not) and the same frames."""
+
+from __future__ import annotations
+
+import random
+import zlib
+
+import pandas as pd
+import pytest
+from helpers import deadline, mutate, program_size
+
+import workbench as wb
+from workbench.formats import pte
+
+
+def outcome(path, fast: bool, monkeypatch) -> tuple[str, dict | str]:
+    """``("ok", frames)`` or ``("error", class name)``; other exceptions propagate."""
+    monkeypatch.setattr(pte._ProgramReader, "fast", fast)
+    try:
+        with deadline(10):
+            art = wb.open(path, data=[])
+            try:
+                frames = {name: art.frames[name] for name in art.frames}
+            finally:
+                art.close()
+    except wb.ArtifactError as e:
+        return "error", type(e).__name__
+    return "ok", frames
+
+
+def assert_same_frames(a: dict, b: dict, what: str) -> None:
+    assert list(a) == list(b), what
+    for name in a:
+        try:
+            pd.testing.assert_frame_equal(a[name], b[name], check_exact=True)
+        except AssertionError as e:
+            raise AssertionError(f"{what}: frame {name!r} differs between paths: {e}") from None
+
+
+def test_fast_and_scalar_paths_agree_on_samples(pte_path, monkeypatch):
+    fast = outcome(pte_path, True, monkeypatch)
+    slow = outcome(pte_path, False, monkeypatch)
+    assert fast[0] == slow[0] == "ok", (fast[0], slow[0])
+    assert_same_frames(fast[1], slow[1], pte_path.name)
+
+
+MUTANTS = 60
+
+
+@pytest.mark.slow
+def test_fast_and_scalar_paths_agree_on_mutants(pte_path, tmp_path, monkeypatch):
+    data = pte_path.read_bytes()
+    rng = random.Random(zlib.crc32(b"paths:" + pte_path.name.encode()))
+    target = tmp_path / "mutant.pte"
+    problems = []
+    for i in range(MUTANTS):
+        desc, mutant = mutate(data, rng, program_size(data))
+        target.write_bytes(mutant)
+        fast = outcome(target, True, monkeypatch)
+        slow = outcome(target, False, monkeypatch)
+        if fast[0] != slow[0]:
+            problems.append(f"mutant {i} ({desc}): fast path {fast[0]} {'' if fast[0] == 'ok' else fast[1]}"
+                            f", scalar path {slow[0]} {'' if slow[0] == 'ok' else slow[1]}")
+        elif fast[0] == "ok":
+            try:
+                assert_same_frames(fast[1], slow[1], f"mutant {i} ({desc})")
+            except AssertionError as e:
+                problems.append(str(e)[:300])
+    assert not problems, "\n".join(problems[:10])
