@@ -20,6 +20,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from .artifact import Artifact
+
+# compare, profile and scan are imported eagerly: a lazy ``def scan`` wrapper would be
+# replaced by the submodule the first time ``workbench.scan`` is imported, as importing a
+# submodule binds it as an attribute of this package. The three modules are small at import
+# time: pandas, dask, tqdm, matplotlib, torch and the load paths load inside the calls.
+from .compare import compare
 from .errors import (
     ArtifactError,
     CorruptError,
@@ -30,11 +36,16 @@ from .errors import (
     UnsafeContentError,
     UnsupportedVersionError,
 )
+from .profile import profile
+from .scan import scan
 
 __version__ = "0.1.0"
 
 __all__ = [
     "open",
+    "scan",
+    "compare",
+    "profile",
     "Artifact",
     "ArtifactError",
     "UnknownFormatError",
@@ -59,7 +70,10 @@ def open(  # noqa: A001 - the public verb
     reads, but never reads weight bytes, never executes content and never writes.
 
     Args:
-        path: a ``.pte`` program or a ``.ptd`` data file.
+        path: a ``.pte`` program, a ``.ptd`` data file, a ``.bpte`` bundled program or a
+            ``.pt2`` archive (``torch.export.save`` or an AOTInductor package; read as a zip
+            without torch: pickled members are listed, never unpickled, and the ``.so`` is
+            never loaded).
         data: for a ``.pte``: the ``.ptd`` files holding its external data. When omitted,
             ``.ptd`` files in the same folder are tried and attached when they hold a key
             the program refers to. Pass ``data=[]`` to attach none.
@@ -76,6 +90,9 @@ def open(  # noqa: A001 - the public verb
     Example:
         >>> art = open("sample_models/mlp_external.pte")   # doctest: +SKIP
         >>> art.tensors[["name", "storage", "file", "offset"]]   # doctest: +SKIP
+        >>> pt2 = open("sample_models/tied.pt2")            # doctest: +SKIP
+        >>> pt2.tensors[["name", "member", "storage_id", "shared"]]   # doctest: +SKIP
+        >>> pt2.frames["members"], pt2.frames["models"], pt2.frames["graph"]   # doctest: +SKIP
     """
     from . import formats
     from ._fmt import no_gc

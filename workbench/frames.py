@@ -20,6 +20,18 @@ Vocabularies:
   nor planned: provided at runtime, e.g. unplanned inputs/outputs).
 * ``segments.kind`` in a ``.bpte`` also has ``test_data`` (bytes of a bundled test tensor);
   the embedded program's rows are named ``program: ...``.
+* ``.pt2`` (zip) archives: ``segments.kind`` is ``header`` (a member's local header),
+  ``data_descriptor``, ``central_directory``, ``end_record`` (end of central directory and
+  its ZIP64 record/locator), ``padding`` (alignment, torch pads member data to 64 bytes), or
+  the member's role: ``weights``, ``constants``, ``graph`` (``models/<model>.json``),
+  ``config`` (weights/constants configs), ``sample_inputs``, ``so`` (AOTInductor shared
+  object), ``blob`` (AOTInductor constants: a ``*.blob`` member or the constants region of
+  the ``.so``), ``source`` (generated C++), ``metadata``, ``pickle`` (pickled content,
+  never unpickled), ``other``. ``tensors.storage`` adds ``zip`` (raw bytes of a member),
+  ``so`` / ``blob`` (AOTInductor constants), ``pickle`` (a pickled payload: no offset),
+  ``compressed`` (a compressed member: not zero-copy, no offset) and ``folded`` (an
+  AOTInductor constant computed at load time). ``tensors.kind``: ``parameter`` | ``buffer``
+  | ``constant``.
 
 Example:
     >>> from workbench.frames import SCHEMAS
@@ -50,17 +62,23 @@ def _c(name: str, dtype: str, doc: str, required: bool = False) -> Column:
     return Column(name, dtype, doc, required)
 
 
+#: Segment kinds with their own ``<kind>_bytes`` column in the scan ``artifacts`` frame; the
+#: bytes of every other kind go to ``other_bytes``.
+SCAN_KINDS = ("header", "flatbuffer", "padding", "constant", "mutable_data", "delegate",
+              "named_data", "test_data", "weights", "constants", "so", "blob", "unused", "trailing")
+
 SCHEMAS: dict[str, list[Column]] = {
     "segments": [
         _c("file", "string", "path of the file this byte range belongs to", True),
         _c("name", "string", "what the range holds (e.g. 'constant_segment', a named-data key)", True),
         _c("kind", "category", "header | flatbuffer | padding | trailing | constant | "
-           "mutable_data | delegate | named_data | unused", True),
+           "mutable_data | delegate | named_data | unused (.pt2: see the module doc)", True),
         _c("offset", "int64", "absolute offset in `file`", True),
         _c("size", "int64", "length in bytes (rows of one file sum to its size)", True),
         _c("align", "Int64", "largest power of two dividing `offset` (missing for offset 0)"),
         _c("index", "Int64", "the format's own index of the segment (e.g. Program.segments[i])"),
         _c("used_by", "string", "what refers to this range"),
+        _c("member", "string", "zip member the range belongs to (.pt2)"),
     ],
     "tensors": [
         _c("name", "string", "fully qualified name, else a stable synthetic name "
@@ -69,7 +87,8 @@ SCHEMAS: dict[str, list[Column]] = {
         _c("shape", "object", "tuple of int", True),
         _c("nbytes", "int64", "numel x element size (from the shape, not from offsets)", True),
         _c("storage", "category", "where the bytes are: segment | inline | external | "
-           "named_data | mutable | planned | unallocated", True),
+           "named_data | mutable | planned | unallocated | zip | so | blob | pickle | "
+           "compressed | folded", True),
         _c("file", "string", "file holding the bytes (missing when none are stored)", True),
         _c("offset", "Int64", "absolute offset of the bytes in `file` (missing when none)", True),
         _c("align", "Int64", "largest power of two dividing `offset`"),
@@ -86,6 +105,59 @@ SCHEMAS: dict[str, list[Column]] = {
         _c("has_layout", "boolean", "named data: a dtype/shape is stored (else raw uint8 bytes)"),
         _c("missing", "boolean", "external bytes were not found in any data file"),
         _c("used_by", "string", "delegates whose blobs refer to this named-data key"),
+        _c("model", "category", "model in a .pt2 archive (models/<model>.json, "
+           "data/aotinductor/<model>/)"),
+        _c("kind", "category", "parameter | buffer | constant (.pt2)"),
+        _c("strides", "object", "tuple of int: element strides of the view (.pt2)"),
+        _c("storage_offset", "Int64", "offset of the view in its storage, in elements (.pt2); "
+           "`offset` already includes it"),
+        _c("contiguous", "boolean", "the strides are the row-major strides of the shape"),
+        _c("member", "string", "zip member holding the bytes (.pt2)"),
+        _c("storage_id", "Int64", "storage number: rows with the same id share bytes (tied "
+           "weights, views)"),
+        _c("shared", "boolean", "the storage is used by more than one name"),
+        _c("pickled", "boolean", "the payload is a pickle (listed, never unpickled)"),
+    ],
+    "members": [
+        _c("index", "int64", "position in the zip central directory"),
+        _c("name", "string", "member path inside the archive"),
+        _c("kind", "category", "role: weights | constants | graph | config | sample_inputs | so | "
+           "blob | source | metadata | pickle | other"),
+        _c("model", "category", "model the member belongs to, if any"),
+        _c("file", "string", "path of the archive"),
+        _c("header_offset", "int64", "absolute offset of the local header"),
+        _c("offset", "int64", "absolute offset of the stored bytes"),
+        _c("size", "int64", "stored (compressed) size in bytes"),
+        _c("file_size", "int64", "declared uncompressed size (never used to allocate)"),
+        _c("align", "Int64", "largest power of two dividing `offset`"),
+        _c("method", "int64", "compression method (0 = stored)"),
+        _c("compressed", "bool", "compressed or encrypted: bytes are not zero-copy"),
+        _c("crc32", "int64", "CRC-32 from the central directory (not verified)"),
+        _c("pickled", "bool", "pickled content (torch.save zip, pickle protocol 2-5 or a "
+           "use_pickle entry); never unpickled"),
+        _c("unsafe_name", "bool", "absolute path, '..' component, backslash or control "
+           "character in the name"),
+        _c("used_by", "string", "tensor names whose bytes are in the member"),
+    ],
+    "models": [
+        _c("name", "string", "model name (models/<name>.json or data/aotinductor/<name>/)"),
+        _c("kind", "category", "exported_program | aoti"),
+        _c("member", "string", "graph JSON member, or the AOTInductor shared object"),
+        _c("nodes", "Int64", "graph nodes, nested subgraphs included (exported programs)"),
+        _c("ops", "Int64", "distinct node targets"),
+        _c("inputs", "Int64", "user inputs"),
+        _c("outputs", "Int64", "user outputs"),
+        _c("parameters", "Int64", "parameters"),
+        _c("buffers", "Int64", "buffers"),
+        _c("constants", "Int64", "tensor constants, custom objects and other constants"),
+        _c("schema_version", "string", "torch.export serialization schema version"),
+        _c("torch_version", "string", "torch version that wrote the graph"),
+        _c("device", "string", "AOTInductor target device"),
+    ],
+    "graph": [
+        _c("model", "category", "model name"),
+        _c("target", "string", "node target, e.g. torch.ops.aten.linear.default"),
+        _c("count", "int64", "nodes calling it (nested subgraphs included)"),
     ],
     "methods": [
         _c("method", "string", "execution plan name"),
@@ -181,7 +253,155 @@ SCHEMAS: dict[str, list[Column]] = {
         _c("offset", "Int64", "absolute offset"),
         _c("message", "string", "what was found"),
     ],
+    # -- workbench.scan(): a corpus of files. The format frames it collects (segments, tensors,
+    # ...) keep every column of their schema (not-required int64/bool become Int64/boolean)
+    # after a first column `artifact` (string): the scanned file the row came from.
+    "artifacts": [
+        _c("artifact", "string", "path of the scanned file (absolute); the key of every scan frame",
+           True),
+        _c("format", "category", "pte | ptd | bpte | pt2", True),
+        _c("size", "int64", "bytes of the file", True),
+        _c("data_files", "int64", "data files opened with it (.ptd next to a .pte)"),
+        _c("data_bytes", "int64", "bytes of those data files"),
+        _c("segments", "int64", "segments rows of the file itself"),
+        _c("tensors", "int64", "tensors rows"),
+        _c("stored_tensors", "int64", "tensors with stored bytes (an offset)"),
+        _c("stored_tensor_bytes", "int64", "nbytes of those, summed (shared storage counted per tensor)"),
+        _c("external", "int64", "tensors whose bytes live in a data file (storage 'external')"),
+        _c("missing", "int64", "external tensors whose bytes were not found"),
+        _c("methods", "Int64", "methods (.pte/.bpte)"),
+        _c("operators", "Int64", "distinct operators (.pte/.bpte operator tables, .pt2 graph targets)"),
+        _c("delegates", "Int64", "backend delegates (.pte/.bpte)"),
+        _c("version", "Int64", "format version the reader reports, where there is one"),
+        _c("findings", "int64", "non-fatal observations the reader made while parsing"),
+        *(_c(f"{k}_bytes", "int64", f"bytes of `{k}` segments of the file") for k in SCAN_KINDS),
+        _c("other_bytes", "int64", "bytes of segments of every other kind; all *_bytes sum to size"),
+        _c("padding_pct", "float64", "padding_bytes as a percentage of size"),
+    ],
+    "errors": [
+        _c("artifact", "string", "path of the file that could not be read", True),
+        _c("error", "category", "exception class: UnknownFormatError, TruncatedError, ..., an "
+           "OSError subclass for unreadable files, other names for reader bugs", True),
+        _c("message", "string", "the message (names the file, structure and byte offset)", True),
+        _c("structure", "string", "structure being read (ArtifactError)"),
+        _c("offset", "Int64", "byte offset of the problem (ArtifactError)"),
+    ],
 }
+
+# -- workbench.compare(): the frames of a Comparison (two artifacts, sides "a" and "b"). ---------
+SCHEMAS["compare_tensors"] = [
+    _c("side", "category", "both | a_only | b_only", True),
+    _c("match", "category", "rule that matched the row: name (fqn / key) | method_value | content "
+       "(sha256) | content_copy (extra copy of bytes already matched); missing for one side", True),
+    _c("name_a", "string", "tensor name on side a (missing for b_only)", True),
+    _c("name_b", "string", "tensor name on side b (missing for a_only)", True),
+    _c("dtype", "category", "dtype (of a; of b for b_only)", True),
+    _c("shape", "object", "shape (of a; of b for b_only)", True),
+    _c("nbytes", "int64", "bytes (of a; of b for b_only)", True),
+    _c("dtype_b", "category", "b's dtype when dtype or shape differ (e.g. raw uint8 named data)"),
+    _c("shape_b", "object", "b's shape when dtype or shape differ"),
+    _c("nbytes_b", "Int64", "b's nbytes when it differs"),
+    _c("storage_a", "category", "tensors.storage on side a", True),
+    _c("storage_b", "category", "tensors.storage on side b", True),
+    _c("file_a", "string", "file holding the bytes on side a", True),
+    _c("file_b", "string", "file holding the bytes on side b", True),
+    _c("offset_a", "Int64", "absolute offset in file_a", True),
+    _c("offset_b", "Int64", "absolute offset in file_b", True),
+    _c("align_a", "Int64", "largest power of two dividing offset_a"),
+    _c("align_b", "Int64", "largest power of two dividing offset_b"),
+    _c("moved", "string", "'storage_a → storage_b' (e.g. 'segment → external'; with the file "
+       "extension when only the file kind changes); '' when the bytes stay put", True),
+    _c("same_bytes", "boolean", "sha256_a == sha256_b; missing until hashed (Comparison.hash)",
+       True),
+    _c("sha256_a", "string", "SHA-256 of the stored bytes on side a (missing until hashed)"),
+    _c("sha256_b", "string", "SHA-256 of the stored bytes on side b (missing until hashed)"),
+]
+SCHEMAS["compare_summary"] = [
+    _c("side", "category", "a | b", True),
+    _c("file", "string", "a file of that side; missing: the whole side", True),
+    _c("metric", "category", "size (count: files) | weights | delegate | flatbuffer | header | "
+       "metadata | padding | other (byte classes of the segments, they sum to size; count: "
+       "segments) | tensors (all rows; bytes: nbytes summed) | stored_tensors (bytes: distinct "
+       "stored ranges) | duplicates (count: groups; bytes: wasted by extra copies). Only size and "
+       "the classes have per-file rows", True),
+    _c("bytes", "Int64", "bytes of the metric", True),
+    _c("count", "Int64", "files, segments, tensors or duplicate groups (see metric)", True),
+    _c("share", "float64", "bytes / size of the side (or of the file for per-file rows)", True),
+]
+SCHEMAS["compare_segments"] = [
+    _c("side", "category", "a | b: the artifact the segment belongs to", True),
+    *SCHEMAS["segments"],
+]
+SCHEMAS["compare_duplicates"] = [
+    _c("side", "category", "a | b: copies are searched within one side (all its files)", True),
+    _c("sha256", "string", "SHA-256 of the bytes", True),
+    _c("nbytes", "int64", "size of one copy", True),
+    _c("copies", "int64", "distinct byte ranges holding these bytes", True),
+    _c("wasted", "int64", "nbytes x (copies - 1)", True),
+    _c("files", "int64", "distinct files holding a copy", True),
+    _c("names", "string", "tensor names / blob names at those ranges, '; '-separated", True),
+    _c("locations", "string", "'file@0xoffset' of each copy, '; '-separated", True),
+]
+
+# -- workbench.profile(): load paths (workbench/loadpaths/), one fresh process per run. ---------
+SCHEMAS["profile"] = [
+    _c("path", "string", "load path name (workbench.loadpaths.PATHS)", True),
+    _c("run", "int64", "run index (a skipped path has one row, run 0)", True),
+    _c("device", "category", "cpu | cuda", True),
+    _c("status", "category", "ok | error (message in `error`; a crashed worker has rc < 0) | "
+       "skipped (reason in `error`)", True),
+    _c("wall_s", "float64", "seconds of the load (imports and setup excluded)", True),
+    _c("bytes", "Int64", "bytes made available: every file (whole-file paths) or the unique "
+       "stored tensor ranges (per-tensor and device paths)", True),
+    _c("bytes_copied", "Int64", "bytes copied into new host or device memory (0: zero-copy)"),
+    _c("gbps", "float64", "bytes / wall_s / 1e9 (ok runs)", True),
+    _c("peak_rss_growth", "Int64", "VmHWM after the load minus VmRSS before (mark reset first)"),
+    _c("rss_anon_growth", "Int64", "RssAnon growth held at the end: private copies"),
+    _c("rss_file_growth", "Int64", "RssFile (+RssShmem) growth held at the end: mapped pages"),
+    _c("locked", "Int64", "VmLck at the end (mlock'ed bytes, e.g. the ExecuTorch mmap loader)"),
+    _c("major_faults", "Int64", "major page faults during the load (getrusage)"),
+    _c("minor_faults", "Int64", "minor page faults during the load (getrusage)"),
+    _c("cuda_peak_bytes", "Int64", "CUDA paths: peak torch allocation during the load (else the "
+       "growth of device memory in use)"),
+    _c("resident_before", "float64", "fraction of the files' pages in the page cache just "
+       "before the load (mincore)"),
+    _c("cold_requested", "bool", "the files were evicted before the run"),
+    _c("cold_achieved", "boolean", "at most 2% of the pages stayed resident (missing unless "
+       "cold was requested)"),
+    _c("roofline", "category", "the limit the path is compared with: memcpy | page_cache_read "
+       "| h2d_pinned"),
+    _c("roofline_gbps", "float64", "that limit, measured in the same profile run"),
+    _c("frac_roofline", "float64", "gbps / roofline_gbps (> 1 only for zero-copy paths)"),
+    _c("rc", "Int64", "worker exit code (negative: killed by that signal)"),
+    _c("hwm_reset", "boolean", "the RSS high-water mark could be reset before the load"),
+    _c("error", "string", "error message or skip reason"),
+    _c("note", "string", "what the path reports about itself"),
+]
+SCHEMAS["profile_summary"] = [
+    _c("path", "string", "load path name", True),
+    _c("device", "category", "cpu | cuda", True),
+    _c("status", "category", "ok (at least one ok run) | error | skipped", True),
+    _c("runs", "int64", "ok runs the medians are taken over", True),
+    _c("wall_s", "float64", "median seconds", True),
+    _c("bytes", "Int64", "median bytes made available", True),
+    _c("bytes_copied", "Int64", "median bytes copied"),
+    _c("gbps", "float64", "median GB/s", True),
+    _c("peak_rss_growth", "Int64", "median peak RSS growth"),
+    _c("rss_anon_growth", "Int64", "median anonymous RSS growth held at the end"),
+    _c("rss_file_growth", "Int64", "median file-backed RSS growth held at the end"),
+    _c("locked", "Int64", "median VmLck at the end"),
+    _c("major_faults", "Int64", "median major page faults"),
+    _c("minor_faults", "Int64", "median minor page faults"),
+    _c("cuda_peak_bytes", "Int64", "median CUDA peak bytes"),
+    _c("resident_before", "float64", "median fraction resident before the load"),
+    _c("cold_achieved", "boolean", "every run achieved cold (missing unless requested)"),
+    _c("roofline", "category", "memcpy | page_cache_read | h2d_pinned"),
+    _c("roofline_gbps", "float64", "the limit in GB/s"),
+    _c("frac_roofline", "float64", "median gbps / roofline_gbps"),
+    _c("frac_memcpy", "float64", "median gbps / memcpy GB/s"),
+    _c("error", "string", "skip reason, error, or 'k of n runs failed: ...'"),
+    _c("note", "string", "note of the first ok run"),
+]
 
 _INDEX = {name: {c.name: c for c in cols} for name, cols in SCHEMAS.items()}
 
@@ -274,8 +494,15 @@ def _category(values: list) -> object:
     return pd.Categorical.from_codes(codes, categories=uniques, validate=False)
 
 
+def _float64(values: list) -> object:
+    import numpy as np
+
+    return np.array(values, dtype=np.float64)
+
+
 _CONVERT = {
     "int64": _int64,
+    "float64": _float64,
     "bool": _bool,
     "object": _object,
     "string": _string,
