@@ -312,3 +312,29 @@ def test_sibling_with_same_keys_but_other_layout_is_not_used(sample, tmp_path):
     art = wb.open(pte)
     assert art.info["data_files"] == [str(tmp_path / "mlp.ptd")]
     assert not art.tensors["missing"].fillna(False).any()
+
+
+@pytest.mark.parametrize("name", PTDS)
+def test_ptd_fast_and_scalar_paths_agree(sample, monkeypatch, name):
+    import pandas as pd
+
+    from workbench.formats import ptd
+
+    fast = wb.open(sample(name))
+    monkeypatch.setattr(ptd, "FAST", False)
+    slow = wb.open(sample(name))
+    for k in fast.frames:
+        pd.testing.assert_frame_equal(fast.frames[k], slow.frames[k])
+
+
+def test_self_contained_program_does_not_parse_siblings(sample, tmp_path, monkeypatch):
+    """A program that needs no external data never reads the .ptd files next to it."""
+    import workbench.formats.ptd as ptd
+
+    pte = shutil.copy(sample("mlp_portable.pte"), tmp_path / "mlp.pte")
+    shutil.copy(sample("mlp_external.ptd"), tmp_path / "mlp.ptd")
+    calls = []
+    real = ptd.read
+    monkeypatch.setattr(ptd, "read", lambda src: calls.append(src.path) or real(src))
+    art = wb.open(pte)
+    assert calls == [] and art.info["data_files"] == []

@@ -16,7 +16,7 @@ Example:
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from .artifact import Artifact
@@ -109,23 +109,27 @@ def open(  # noqa: A001 - the public verb
                 raise UnsupportedVersionError(f"{known} files are recognised but not readable yet",
                                               file=src.path, structure="file header", offset=0)
             raise UnknownFormatError(
-                f"not a known artifact (first bytes {head[:8]!r}); expected .pte (ET12) "
-                "or .ptd (FT01)", file=src.path, structure="file header", offset=0)
+                f"not a known artifact (first bytes {head[:8]!r}); expected .pte (ET12), "
+                ".ptd (FT01), .bpte (BP08) or .pt2 (zip)", file=src.path,
+                structure="file header", offset=0)
         if reader is not formats.pte:
             if data:
                 raise TypeError(f"data= applies to .pte programs, not to {reader.FORMAT} files")
             with no_gc():
                 return Artifact(reader.read(src))
         explicit = [_open_data(p, opened) for p in (data or ())]
-        siblings = []
-        if data is None:
+
+        def siblings() -> Iterator[Any]:  # parsed lazily, only while keys are unresolved
+            if data is not None:
+                return
             for p in formats.pte.sibling_data_files(src.path):
                 try:
-                    siblings.append(_open_data(p, opened))
+                    yield _open_data(p, opened)
                 except (ArtifactError, OSError):
                     continue  # a broken neighbour is not this program's problem
+
         with no_gc():
-            return Artifact(formats.pte.read(src, data=explicit, siblings=siblings))
+            return Artifact(formats.pte.read(src, data=explicit, siblings=siblings()))
     except BaseException:
         for s in opened:
             s.close()
@@ -138,8 +142,13 @@ def _open_data(path: str | os.PathLike[str], opened: list) -> Any:
     from .source import Source
 
     s = Source(path)
+    try:
+        if not ptd.detect(s.head(8)):
+            raise UnknownFormatError("not a .ptd data file (expected FT01 at byte 4)",
+                                     file=s.path, structure="file header", offset=4)
+        parsed = ptd.read(s)
+    except BaseException:
+        s.close()
+        raise
     opened.append(s)
-    if not ptd.detect(s.head(8)):
-        raise UnknownFormatError("not a .ptd data file (expected FT01 at byte 4)",
-                                 file=s.path, structure="file header", offset=4)
-    return ptd.read(s)
+    return parsed

@@ -20,13 +20,16 @@ a tensor layout; delegate blobs (e.g. XNNPACK weights) do not.
 
 from __future__ import annotations
 
+from functools import cached_property
 from typing import Any
 
-from .._fmt import align_of
+import numpy as np
+
+from .._vecfb import SlowPath, VecReader, products, split_tuples
 from ..artifact import Parsed
 from ..dtypes import SCALAR_TYPES
 from ..errors import CorruptError, OutOfBoundsError, TruncatedError, UnsupportedVersionError
-from ..flatbuf import FlatBuffer
+from ..flatbuf import FlatBuffer, Table
 from ..source import Source
 from ._layout import cover, named_data_role
 
@@ -36,6 +39,10 @@ FORMAT = "ptd"
 MAGIC = b"FT01"
 HEADER_MAGIC = b"FH01"
 HEADER_LENGTH = 40
+#: Try the vectorised path first (tests turn it off to compare with the scalar path).
+FAST = True
+_ENTRY_COLUMNS = ("key", "segment", "offset", "size", "dtype", "shape", "dim_order", "nbytes",
+                  "has_layout")
 
 
 def detect(head: bytes) -> bool:
@@ -114,8 +121,28 @@ def read(src: Source) -> Parsed:
                                       structure="file identifier", offset=4)
     h = FlatTensorHeader.read(src)
     fb_end = h.flatbuffer_offset + h.flatbuffer_size
-    root = FlatBuffer(src, 0, fb_end, identifier=MAGIC, name="FlatTensor").root("FlatTensor")
+    fb = FlatBuffer(src, 0, fb_end, identifier=MAGIC, name="FlatTensor")
+    root = fb.root("FlatTensor")
     version = root.u32(0)
+    try:
+        if not FAST:
+            raise SlowPath("disabled")
+        segments, cols = _entries_fast(src, fb, root, h)
+    except SlowPath:
+        segments, cols = _entries_slow(src, root, h)
+    parsed = Parsed(format=FORMAT, path=src.path, sources={src.path: src})
+    parsed.info.update({"version": version, "header": h,
+                        "segment_base_offset": h.segment_base_offset})
+    data = PtdData(src.path, h, segments, cols, src.size)
+    parsed.builders.update({"segments": data.segments_columns, "tensors": data.tensors_columns,
+                            "named_data": data.named_columns})
+    parsed.extra["ptd"] = data
+    return parsed
+
+
+def _entries_slow(src: Source, root: Table, h: FlatTensorHeader
+                  ) -> tuple[list[tuple[int, int]], dict[str, list]]:
+    """Segments and named-data entries, one verified table at a time (exact errors)."""
     segments: list[tuple[int, int]] = []
     for k, seg in enumerate(root.tables(1, "segments")):
         off, size = seg.u64(0), seg.u64(1)
@@ -160,27 +187,108 @@ def read(src: Source) -> Parsed:
             entries.append({"key": key, "segment": si, "offset": off, "size": size,
                             "dtype": "uint8", "shape": (size,), "dim_order": (0,),
                             "nbytes": size, "has_layout": False})
-    parsed = Parsed(format=FORMAT, path=src.path, sources={src.path: src})
-    parsed.info.update({"version": version, "header": h,
-                        "segment_base_offset": h.segment_base_offset})
-    data = PtdData(src.path, h, segments, entries, src.size)
-    parsed.builders.update({"segments": data.segments_columns, "tensors": data.tensors_columns,
-                            "named_data": data.named_columns})
-    parsed.extra["ptd"] = data
-    return parsed
+    return segments, {c: [e[c] for e in entries] for c in _ENTRY_COLUMNS}
+
+
+def _entries_fast(src: Source, fb: FlatBuffer, root: Table, h: FlatTensorHeader
+                  ) -> tuple[list[tuple[int, int]], dict[str, list]]:
+    """The same as :func:`_entries_slow`, vectorised; raises SlowPath on any doubt."""
+    vec = VecReader(fb)
+    start, n = root.vector(1, 4, "segments")
+    S = vec.table_vector(start, n, "FlatTensor.segments")
+    offs = S.scalar(0, "<u8")
+    sizes = S.scalar(1, "<u8")
+    if n and (offs.max() >= 1 << 62 or sizes.max() >= 1 << 62
+              or (offs + sizes).max() > h.segment_data_size):
+        raise SlowPath("segment out of range")
+    base = h.segment_base_offset
+    segments = list(zip((offs.astype(np.int64) + base).tolist(), sizes.astype(np.int64).tolist()))
+    start, n = root.vector(2, 4, "named_data")
+    N = vec.table_vector(start, n, "FlatTensor.named_data")
+    key_start, key_len = vec.vectors(N.ref(0), 1)
+    if n and (key_start == 0).any():
+        raise SlowPath("key missing")
+    if n and (vec.u8[key_start + key_len] != 0).any():
+        raise SlowPath("key not NUL-terminated")
+    buf = fb.buf
+    try:
+        keys = [str(buf[a:a + b], "utf-8") for a, b in zip(key_start.tolist(), key_len.tolist())]
+    except UnicodeDecodeError:
+        raise SlowPath("bad UTF-8") from None
+    seg_idx = N.scalar(1, "<u4")
+    if n and seg_idx.max() >= len(segments):
+        raise SlowPath("segment index out of range")
+    lay_ref = N.ref(2)
+    has = lay_ref > 0
+    L = vec.tables(lay_ref[has], "TensorLayout")
+    codes = L.scalar(0, "i1").tolist()
+    if any(c not in SCALAR_TYPES for c in set(codes)):
+        raise SlowPath("unknown scalar type")
+    s_start, s_cnt = L.vectors(1, 4)
+    d_start, d_cnt = L.vectors(2, 1)
+    flat = vec.flat(s_start, s_cnt, "<i4")
+    if len(flat) and flat.min() < 0:
+        raise SlowPath("negative size")
+    shapes = split_tuples(flat, s_cnt)
+    dims = split_tuples(vec.flat(d_start, d_cnt, "u1"), d_cnt)
+    numel = products(flat, s_cnt)
+    if numel is None:
+        raise SlowPath("huge tensor")
+    seg_off = np.array([o for o, _ in segments], dtype=np.int64)
+    seg_size = np.array([z for _, z in segments], dtype=np.int64)
+    off_col = seg_off[seg_idx].tolist() if n else []
+    size_col = seg_size[seg_idx].tolist() if n else []
+    rows = np.flatnonzero(has).tolist()
+    itemsize = np.array([SCALAR_TYPES[c].itemsize for c in codes], dtype=np.int64)
+    nb_layout = (numel * itemsize).tolist()
+    dtype = ["uint8"] * n
+    shape = [(z,) for z in size_col]
+    dim_order = [(0,)] * n
+    nbytes = list(size_col)
+    has_layout = [False] * n
+    names = {c: SCALAR_TYPES[c].name for c in set(codes)}
+    for k, r in enumerate(rows):
+        if nb_layout[k] > size_col[r]:
+            raise SlowPath("tensor larger than its segment")
+        dtype[r] = names[codes[k]]
+        shape[r] = shapes[k]
+        dim_order[r] = dims[k]
+        nbytes[r] = nb_layout[k]
+        has_layout[r] = True
+    cols = {"key": keys, "segment": seg_idx.tolist(), "offset": off_col, "size": size_col,
+            "dtype": dtype, "shape": shape, "dim_order": dim_order, "nbytes": nbytes,
+            "has_layout": has_layout}
+    return segments, cols
 
 
 class PtdData:
-    """Plain records of one ``.ptd``: used for its own frames and to resolve a .pte's keys."""
+    """Plain records of one ``.ptd``: used for its own frames and to resolve a .pte's keys.
+
+    ``cols`` holds one list per entry field (key, segment, offset, size, dtype, shape,
+    dim_order, nbytes, has_layout); ``entries``/``by_key`` are dict views built on demand.
+    """
 
     def __init__(self, path: str, header: FlatTensorHeader, segments: list[tuple[int, int]],
-                 entries: list[dict[str, Any]], size: int) -> None:
+                 cols: dict[str, list], size: int) -> None:
         self.path = path
         self.header = header
         self.segments = segments
-        self.entries = entries
+        self.cols = cols
         self.size = size
-        self.by_key = {e["key"]: e for e in entries}
+
+    @cached_property
+    def entries(self) -> list[dict[str, Any]]:
+        """One dict per named-data entry."""
+        names = list(self.cols)
+        return [dict(zip(names, row)) for row in zip(*self.cols.values())]
+
+    @cached_property
+    def by_key(self) -> dict[str, dict[str, Any]]:
+        """key -> entry (the first one when a key repeats)."""
+        out: dict[str, dict[str, Any]] = {}
+        for e in self.entries:
+            out.setdefault(e["key"], e)
+        return out
 
     def segments_columns(self) -> dict[str, list]:
         h = self.header
@@ -190,32 +298,34 @@ class PtdData:
             (8 + h.flatbuffer_offset, h.flatbuffer_size - 8, "FlatTensor", "flatbuffer", None, ""),
         ]
         users: dict[int, list[str]] = {}
-        for e in self.entries:
-            users.setdefault(e["segment"], []).append(e["key"])
+        for si, key in zip(self.cols["segment"], self.cols["key"]):
+            users.setdefault(si, []).append(key)
         for i, (off, size) in enumerate(self.segments):
             keys = users.get(i, [])
-            name = keys[0] + (f" (+{len(keys) - 1} more)" if len(keys) > 1 else "") if keys else \
-                f"segment {i}"
+            if keys:
+                name = keys[0] + (f" (+{len(keys) - 1} more)" if len(keys) > 1 else "")
+            else:
+                name = f"segment {i}"
             rows.append((off, size, name, "named_data" if keys else "unused", i, "; ".join(keys)))
         return cover(rows, self.path, 0, self.size)
 
     def tensors_columns(self) -> dict[str, list]:
-        es = self.entries
+        c = self.cols
+        n = len(c["key"])
         return {
-            "name": [e["key"] for e in es], "dtype": [e["dtype"] for e in es],
-            "shape": [e["shape"] for e in es], "nbytes": [e["nbytes"] for e in es],
-            "storage": ["named_data"] * len(es), "file": [self.path] * len(es),
-            "offset": [e["offset"] for e in es], "align": [align_of(e["offset"]) for e in es],
-            "dim_order": [e["dim_order"] for e in es], "segment": [e["segment"] for e in es],
-            "has_layout": [e["has_layout"] for e in es],
+            "name": c["key"], "dtype": c["dtype"], "shape": c["shape"], "nbytes": c["nbytes"],
+            "storage": ["named_data"] * n, "file": [self.path] * n, "offset": c["offset"],
+            "align": [o & -o if o else None for o in c["offset"]],
+            "dim_order": c["dim_order"], "segment": c["segment"], "has_layout": c["has_layout"],
         }
 
     def named_columns(self) -> dict[str, list]:
-        es = self.entries
+        c = self.cols
+        n = len(c["key"])
         return {
-            "key": [e["key"] for e in es], "segment": [e["segment"] for e in es],
-            "file": [self.path] * len(es), "offset": [e["offset"] for e in es],
-            "size": [e["size"] for e in es], "align": [align_of(e["offset"]) for e in es],
-            "has_layout": [e["has_layout"] for e in es],
-            "role": ["tensor" if e["has_layout"] else named_data_role(e["key"]) for e in es],
+            "key": c["key"], "segment": c["segment"], "file": [self.path] * n,
+            "offset": c["offset"], "size": c["size"],
+            "align": [o & -o if o else None for o in c["offset"]],
+            "has_layout": c["has_layout"],
+            "role": ["tensor" if h else named_data_role(k) for k, h in zip(c["key"], c["has_layout"])],
         }

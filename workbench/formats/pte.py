@@ -26,7 +26,7 @@ import math
 import os
 import re
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -126,21 +126,22 @@ class ExtendedHeader:
                 f"segment_data_size={self.segment_data_size})")
 
 
-def read(src: Source, data: Sequence[Parsed] = (), siblings: Sequence[Parsed] = ()) -> Parsed:
+def read(src: Source, data: Sequence[Parsed] = (), siblings: Iterable[Parsed] = ()) -> Parsed:
     """Read the ``.pte`` in ``src`` (verified, zero-copy) into a :class:`Parsed`.
 
     Args:
         src: the program file.
         data: parsed ``.ptd`` files given explicitly: always attached.
-        siblings: parsed ``.ptd`` files found next to the program: attached only when they
-            hold a key the program refers to (an external tensor's name, or a named-data key
-            that a delegate blob mentions).
+        siblings: parsed ``.ptd`` files found next to the program, best first (may be a lazy
+            iterator: it is consumed only while the program has unresolved keys); attached
+            only when they hold a key the program refers to (an external tensor's name and
+            layout, or a content-hash key that a delegate blob mentions).
     """
     return read_program(src, 0, src.size, outer=FORMAT, data=data, siblings=siblings)
 
 
 def read_program(src: Source, start: int, end: int, outer: str = FORMAT,
-                 data: Sequence[Parsed] = (), siblings: Sequence[Parsed] = ()) -> Parsed:
+                 data: Sequence[Parsed] = (), siblings: Iterable[Parsed] = ()) -> Parsed:
     """Read a program stored in ``src[start:end)`` (``start`` > 0 for one embedded in a .bpte)."""
     reader = _ProgramReader(src, start, end)
     reader.parse()
@@ -149,15 +150,18 @@ def read_program(src: Source, start: int, end: int, outer: str = FORMAT,
 
 
 def sibling_data_files(path: str) -> list[str]:
-    """``.ptd`` files in the same folder as ``path`` (sorted), candidates for external data."""
+    """``.ptd`` files in the same folder as ``path``, candidates for its external data: the
+    one named like the program first, then the rest in name order."""
     folder = os.path.dirname(os.path.abspath(path))
     try:
         names = sorted(os.listdir(folder))
     except OSError:
         return []
     base = os.path.dirname(path)
-    return [os.path.join(base, n) for n in names
-            if n.endswith(".ptd") and os.path.isfile(os.path.join(folder, n))]
+    stem = os.path.splitext(os.path.basename(path))[0]
+    found = [n for n in names if n.endswith(".ptd") and os.path.isfile(os.path.join(folder, n))]
+    found.sort(key=lambda n: n[:-4] != stem)
+    return [os.path.join(base, n) for n in found]
 
 
 
@@ -642,24 +646,35 @@ class _ProgramReader:
     _HEX_KEY = re.compile(rb"[0-9a-f]{64}")
     _MAX_SCANNED_BLOB = 64 << 20
 
-    def _delegate_keys(self, candidates: set[str]) -> dict[str, list[str]]:
-        """key -> delegates whose processed blob mentions it (blobs up to 64 MiB are scanned)."""
-        found: dict[str, list[str]] = {}
-        if not candidates:
-            return found
-        plain = [k for k in candidates if not (len(k) == 64 and self._HEX_KEY.fullmatch(k.encode()))]
+    def _blobs(self) -> list[tuple[str, memoryview]]:
+        """(label, bytes) of every delegate blob small enough to scan (up to 64 MiB)."""
+        out = []
         for plan in self.methods:
             for k, d in enumerate(plan["delegates"]):
-                if d["size"] > self._MAX_SCANNED_BLOB:
-                    continue
-                blob = self.src.buf[d["offset"]: d["offset"] + d["size"]]
-                label = f"{plan['name']} delegate {k} ({d['id']})"
+                if d["size"] <= self._MAX_SCANNED_BLOB:
+                    out.append((f"{plan['name']} delegate {k} ({d['id']})",
+                                self.src.buf[d["offset"]: d["offset"] + d["size"]]))
+        return out
+
+    def _hex_keys(self) -> dict[str, list[str]]:
+        """Content-hash keys (64 hex digits, the XNNPACK convention) each blob mentions."""
+        found: dict[str, list[str]] = {}
+        for label, blob in self._blobs():
+            for m in set(self._HEX_KEY.findall(blob)):
+                found.setdefault(m.decode(), []).append(label)
+        return found
+
+    def _delegate_keys(self, candidates: set[str]) -> dict[str, list[str]]:
+        """key -> delegates whose processed blob mentions it (blobs up to 64 MiB are scanned)."""
+        found = {k: v for k, v in self._hex_keys().items() if k in candidates}
+        plain = [k for k in candidates
+                 if k and not (len(k) == 64 and self._HEX_KEY.fullmatch(k.encode()))]
+        if plain and len(plain) <= 4096:
+            for label, blob in self._blobs():
                 raw = bytes(blob)
-                hits = {m.decode() for m in self._HEX_KEY.findall(raw)} & candidates
-                if len(plain) <= 4096:
-                    hits.update(key for key in plain if key and key.encode() in raw)
-                for key in hits:
-                    found.setdefault(key, []).append(label)
+                for key in plain:
+                    if key.encode() in raw:
+                        found.setdefault(key, []).append(label)
         return found
 
     def _external_wants(self) -> dict[str, tuple[str, tuple, int]]:
@@ -676,40 +691,41 @@ class _ProgramReader:
             return entry["dtype"] == want[0] and tuple(entry["shape"]) == want[1]
         return entry["size"] >= want[2]
 
-    def attach(self, data: Sequence[Parsed], siblings: Sequence[Parsed]) -> None:
+    def attach(self, data: Sequence[Parsed], siblings: Iterable[Parsed]) -> None:
         """Choose the ``.ptd`` files that hold this program's external data.
 
-        Explicit ``data`` files are always attached. Sibling files are attached only when
-        they resolve a key nothing earlier resolved: an external tensor whose dtype/shape
-        agree with the entry, or a named-data key that a delegate blob mentions and the
-        program does not hold itself. Siblings named like the program come first.
+        Explicit ``data`` files are always attached. ``siblings`` (best candidates first) are
+        consumed lazily, only while some key is still unresolved, and attached only when they
+        resolve one: an external tensor whose dtype/shape agree with the entry, or a
+        content-hash key that a delegate blob mentions and the program does not hold itself.
         """
         wants = self._external_wants()
         own = {k for k, _ in self.named}
-        keys: set[str] = set(own)
-        for p in (*data, *siblings):
-            keys.update(p.extra["ptd"].by_key)
-        self.key_users = self._delegate_keys(keys)
-        delegate_keys = set(self.key_users) - own
+        hex_wanted = set(self._hex_keys()) - own
 
         def resolves(p: Parsed) -> set[str]:
             by_key = p.extra["ptd"].by_key
             hits = {k for k, w in wants.items() if k in by_key and self._fits(by_key[k], w)}
-            return hits | (delegate_keys & set(by_key))
+            return hits | (hex_wanted & set(by_key))
 
-        resolved: set[str] = set()
         self.data = list(data)
+        unresolved = set(wants) | hex_wanted
         for p in data:
-            resolved |= resolves(p)
-        stem = os.path.splitext(os.path.basename(self.file))[0]
-        ranked = sorted(siblings, key=lambda p: os.path.splitext(os.path.basename(p.path))[0] != stem)
-        for p in ranked:
-            new = resolves(p) - resolved
-            if new:
-                self.data.append(p)
-                resolved |= new
-            else:
-                p.sources[p.path].close()
+            unresolved -= resolves(p)
+        if unresolved:
+            for p in siblings:
+                new = resolves(p) & unresolved
+                if new:
+                    self.data.append(p)
+                    unresolved -= new
+                else:
+                    p.sources[p.path].close()
+                if not unresolved:
+                    break
+        keys = set(own)
+        for p in self.data:
+            keys.update(p.extra["ptd"].by_key)
+        self.key_users = self._delegate_keys(keys)
 
     # -- records for the frames --------------------------------------------------------------
     def parsed(self, outer: str) -> Parsed:
