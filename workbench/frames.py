@@ -76,9 +76,9 @@ SCHEMAS: dict[str, list[Column]] = {
         _c("offset", "int64", "absolute offset in `file`", True),
         _c("size", "int64", "length in bytes (rows of one file sum to its size)", True),
         _c("align", "Int64", "largest power of two dividing `offset` (missing for offset 0)"),
-        _c("index", "Int64", "the format's own index of the segment (e.g. Program.segments[i])"),
+        _c("index", "Int64", "the format's own index of the segment (e.g. Program.segments[i]; "
+           ".pt2: the zip member's index in the central directory)"),
         _c("used_by", "string", "what refers to this range"),
-        _c("member", "string", "zip member the range belongs to (.pt2)"),
     ],
     "tensors": [
         _c("name", "string", "fully qualified name, else a stable synthetic name "

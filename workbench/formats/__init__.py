@@ -3,17 +3,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import ModuleType
 
-from . import bpte, ptd, pte
+from . import bpte, pt2, ptd, pte
 
 #: Readers in detection order.
-READERS: tuple[ModuleType, ...] = (pte, ptd, bpte)
+READERS: tuple[ModuleType, ...] = (pte, ptd, bpte, pt2)
 
 #: Formats recognised by magic but not (yet) readable: (name, detect).
-_KNOWN_UNREADABLE = (
-    ("pt2 (zip archive)", lambda h: h[:4] == b"PK\x03\x04"),
-)
+_KNOWN_UNREADABLE: tuple[tuple[str, Callable[[bytes], bool]], ...] = ()
 
 
 def detect(head: bytes) -> ModuleType | None:
