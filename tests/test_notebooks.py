@@ -1,0 +1,145 @@
+"""Every notebook in notebooks/ executes headless, top to bottom, from a copy in a temporary
+folder (nbclient, a real kernel); cells appended to some notebooks then drive their widgets
+(set values, assert on what the widgets show), which catches exceptions raised inside widget
+callbacks that a plain run would miss.
+
+The notebooks run two at a time (the machines have two cores; most of the time is spent in
+imports and exports); each test waits for its own notebook.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import pathlib
+from typing import Any
+
+import pytest
+from _jupyter import NOTEBOOKS, copy_workspace, error_outputs, execute_notebook
+
+pytestmark = pytest.mark.slow
+
+ALL = sorted(p.name for p in NOTEBOOKS.glob("*.ipynb"))
+
+#: Cells appended to a notebook: they drive its widgets as a person would.
+DRIVE: dict[str, list[str]] = {
+    "02_layout_explorer.ipynb": [
+        """
+        before = explorer.layout_view.image.value
+        assert before, "the layout tab shows no image"
+        kv = next(p for _, p in explorer.picker.dropdown.options if p.endswith("kv_cache.pte"))
+        explorer.picker.dropdown.value = kv
+        assert explorer.art is not None and explorer.art.path == kv
+        assert not explorer.status.has_error, explorer.status.value
+        after = explorer.layout_view.image.value
+        assert after and after != before, "the layout image did not change"
+        assert "mutable_data" in str(explorer.segment_select.options)
+        """,
+        """
+        explorer.tabs.selected_index = explorer.TABS.index("Tensors")
+        html = explorer.tensor_table.html.value
+        assert "k_cache" in html and "forward/8" in html
+        explorer.name_filter.value = "cache"
+        html = explorer.tensor_table.html.value
+        assert "k_cache" in html and "forward/8" not in html
+        explorer.storage_filter.value = "segment"
+        assert "no tensor matches" in explorer.tensor_table.html.value
+        """,
+        """
+        explorer.tabs.selected_index = explorer.TABS.index("Tensor")
+        explorer.tensor_filter.value = "k_cache"
+        assert "k_cache" in explorer.tensor_facts.value
+        assert explorer.tensor_hist.image.value and "statistics" in explorer.tensor_values.value
+        explorer.tabs.selected_index = explorer.TABS.index("Memory plan")
+        assert explorer.memory_view.image.value and not explorer.memory_view.message.has_error
+        assert not explorer.status.has_error, explorer.status.value
+        """,
+    ],
+    "03_inline_vs_external.ipynb": [
+        """
+        assert "segment → external" in view.tensor_table.html.value
+        before = view.layout_view.image.value
+        xnn = next(p for _, p in view.picker_b.dropdown.options if p.endswith("mlp_xnnpack.pte"))
+        view.picker_b.dropdown.value = xnn
+        assert not view.status.has_error, view.status.value
+        assert "segment → named_data" in view.tensor_table.html.value
+        assert view.layout_view.image.value != before
+        view.show.value = "all"
+        assert view.tensor_count.value
+        """,
+    ],
+    "04_load_paths.ipynb": [
+        """
+        from workbench.loadpaths.cuda import cuda_unavailable
+        assert profiler.result is not None
+        assert set(profiler.result.summary["status"]) == {"ok"}
+        assert profiler.chart.image.value and "read" in profiler.table.html.value
+        cuda = [n for n, lp in __import__("workbench.loadpaths", fromlist=["PATHS"]).PATHS.items()
+                if lp.device == "cuda"]
+        if cuda_unavailable():
+            assert all(profiler.checks[n].disabled for n in cuda)
+            assert all(profiler.reasons[n] for n in cuda)
+        """,
+    ],
+}
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+    """A copy of notebooks/ and sample_models/ (the notebooks run there, never in the repo)."""
+    return copy_workspace(tmp_path_factory.mktemp("notebooks") / "root")
+
+
+@pytest.fixture(scope="module")
+def executed(workspace: pathlib.Path) -> dict[str, concurrent.futures.Future]:
+    """Start every notebook (two at a time); name -> future of (notebook, seconds)."""
+    home = workspace.parent / "home"
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=2)
+    futures = {name: pool.submit(execute_notebook, workspace / "notebooks" / name, home,
+                                 extra_cells=[_dedent(c) for c in DRIVE.get(name, [])])
+               for name in ALL}
+    yield futures
+    pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _dedent(src: str) -> str:
+    import textwrap
+
+    return textwrap.dedent(src).strip()
+
+
+def test_there_are_notebooks() -> None:
+    assert {"01_tour.ipynb", "02_layout_explorer.ipynb", "03_inline_vs_external.ipynb",
+            "04_load_paths.ipynb", "05_bundled_programs.ipynb"} <= set(ALL)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_stored_without_outputs(name: str) -> None:
+    nb = json.loads((NOTEBOOKS / name).read_text())
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    assert code, "a notebook without code"
+    assert all(not c.get("outputs") and c.get("execution_count") is None for c in code), \
+        f"{name} is stored with outputs: clear them before committing"
+    assert nb["metadata"]["kernelspec"]["name"] == "python3"
+    assert sum(c["cell_type"] == "markdown" for c in nb["cells"]) >= 3, "notebooks teach: add prose"
+    text = (NOTEBOOKS / name).read_text()
+    assert "/work/" not in text and "/tmp/" not in text, "no absolute paths: use SAMPLES"
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_notebook_executes(name: str, executed: dict[str, Any]) -> None:
+    nb, seconds = executed[name].result()
+    assert not error_outputs(nb), error_outputs(nb)
+    print(f"{name}: {seconds:.1f} s")
+
+
+def test_notebooks_write_nothing_next_to_them(workspace: pathlib.Path, executed: dict[str, Any]) -> None:
+    """After every run, the copied folders hold exactly what was copied (temp files go to a
+    temporary folder, not next to the notebooks or the samples)."""
+    for fut in executed.values():
+        fut.exception()  # wait; failures are reported by test_notebook_executes
+    assert sorted(p.name for p in (workspace / "notebooks").iterdir()) == ALL
+    from _jupyter import SAMPLES
+
+    assert sorted(p.name for p in (workspace / "sample_models").iterdir()) == \
+        sorted(p.name for p in SAMPLES.iterdir() if p.name != "__pycache__")
