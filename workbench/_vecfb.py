@@ -98,13 +98,14 @@ class Tables:
 class VecReader:
     """Vectorised gathers over the bytes of one :class:`FlatBuffer` window."""
 
-    __slots__ = ("base", "end", "fb", "u8")
+    __slots__ = ("_views", "base", "end", "fb", "u8")
 
     def __init__(self, fb: FlatBuffer) -> None:
         self.fb = fb
         self.base = fb.base
         self.end = fb.end
         self.u8 = np.frombuffer(fb.buf, np.uint8)
+        self._views: dict[np.dtype, np.ndarray] = {}
 
     def check(self, pos: np.ndarray, size: int) -> None:
         if len(pos) and (pos.min() < self.base or pos.max() + size > self.end):
@@ -117,6 +118,11 @@ class VecReader:
         self.check(pos, n)
         if n == 1:
             return self.u8[pos].view(dt)
+        if not (pos & (n - 1)).any():  # flatbuffers aligns scalars: one typed fancy index
+            view = self._views.get(dt)
+            if view is None:
+                view = self._views[dt] = self.u8[: len(self.u8) // n * n].view(dt)
+            return view[pos // n]
         idx = pos[:, None] + _BYTES[:n]
         return np.ascontiguousarray(self.u8[idx]).view(dt).reshape(-1)
 

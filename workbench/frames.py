@@ -431,7 +431,9 @@ def build(name: str, columns: dict[str, list]) -> pd.DataFrame:
             if col.required:
                 raise ValueError(f"frame {name!r} lacks required column {col.name!r}")
             continue
-        data[col.name] = _CONVERT[col.dtype](columns[col.name])
+        values = columns[col.name]
+        # Readers may hand over ready arrays (numpy / pandas) for big columns: used as is.
+        data[col.name] = values if not isinstance(values, list) else _CONVERT[col.dtype](values)
     return pd.DataFrame(data, copy=False)
 
 

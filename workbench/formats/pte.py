@@ -929,10 +929,12 @@ class _ProgramReader:
             cols["constant_method"].append(plan["instructions"] == 0)
         return cols
 
-    def _values_columns(self) -> dict[str, list]:
-        cols: dict[str, list] = {c: [] for c in ("method", "value", "type", "summary", "is_input",
-                                                 "is_output")}
-        for plan in self.methods:
+    def _values_columns(self) -> dict[str, Any]:
+        import pandas as pd
+
+        summaries: list[str] = []
+        vtypes, values, method_codes, ins, outs = [], [], [], [], []
+        for m, plan in enumerate(self.methods):
             vt, vpos = plan["vtypes"], plan["vpos"]
             n = len(vt)
             summary = [""] * n
@@ -954,14 +956,28 @@ class _ProgramReader:
                     if t != _TENSOR and p:
                         tab = fb.table_at(p, f"{plan['name']}.values[{i}]", p)
                         summary[i] = _value_summary(t, tab)
-            idx = np.arange(n)
-            cols["method"].extend([plan["name"]] * n)
-            cols["value"].extend(idx.tolist())
-            cols["type"].extend(VALUE_TYPES[t] for t in vt.tolist())
-            cols["summary"].extend(summary)
-            cols["is_input"].extend(np.isin(idx, plan["inputs"]).tolist())
-            cols["is_output"].extend(np.isin(idx, plan["outputs"]).tolist())
-        return cols
+            idx = np.arange(n, dtype=np.int64)
+            summaries += summary
+            vtypes.append(vt)
+            values.append(idx)
+            method_codes.append(np.full(n, m, dtype=np.int32))
+            ins.append(np.isin(idx, plan["inputs"]))
+            outs.append(np.isin(idx, plan["outputs"]))
+
+        def cat(parts: list[np.ndarray], dtype: Any) -> np.ndarray:
+            return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype)
+
+        return {
+            "method": pd.Categorical.from_codes(cat(method_codes, np.int32),
+                                                categories=_unique_names(self.methods),
+                                                validate=False),
+            "value": cat(values, np.int64),
+            "type": pd.Categorical.from_codes(cat(vtypes, np.int8), categories=list(VALUE_TYPES),
+                                              validate=False),
+            "summary": summaries,
+            "is_input": cat(ins, bool),
+            "is_output": cat(outs, bool),
+        }
 
     def _scalar_summaries(self, vt: np.ndarray, vpos: np.ndarray, summary: list[str]) -> None:
         """Fill ``summary`` for non-tensor values, a whole type at a time (fast path)."""
@@ -1078,6 +1094,17 @@ class _ProgramReader:
             cols["storage"] += storage
             cols["fits"] += [b is not None and e <= b for e, b in zip(ends, bsizes)]
         return cols
+
+
+def _unique_names(methods: list[dict[str, Any]]) -> list[str]:
+    """Method names as categories (a repeated name from a corrupt file gets a suffix)."""
+    out: list[str] = []
+    for plan in methods:
+        name = plan["name"]
+        while name in out:
+            name += "'"
+        out.append(name)
+    return out
 
 
 def _value_summary(t: int, tab: Table) -> str:
