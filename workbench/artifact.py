@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from . import frames as _frames
 from ._fmt import human_bytes, no_gc
 from .dtypes import BY_NAME
-from .errors import ArtifactError, MissingDataError, OutOfBoundsError
+from .errors import ArtifactError, MissingDataError, OutOfBoundsError, UnsafeContentError
 from .source import Source
 
 if TYPE_CHECKING:
@@ -215,10 +215,18 @@ class Artifact:
         file = cols["file"][i]
         if offset is None or file is None:
             storage = cols["storage"][i] if "storage" in cols else "unknown"
+            if "pickled" in cols and cols["pickled"][i]:
+                raise UnsafeContentError(
+                    f"tensor {name!r} is stored as a pickle; the workbench never unpickles "
+                    "(torch.export.load would run code from the file)",
+                    file=self.path, structure=f"tensor {name!r}")
             if storage == "external":
                 files = self.info.get("data_files") or []
                 where = f"in the data files {files}" if files else "(no .ptd data file attached)"
                 detail = f"external tensor {name!r} was not found {where}; pass data=[...] to open()"
+            elif storage == "compressed":
+                detail = (f"tensor {name!r} lives in a compressed zip member: no zero-copy view "
+                          "exists, and the workbench never inflates members")
             else:
                 detail = f"tensor {name!r} has no stored bytes (storage: {storage})"
             raise MissingDataError(detail, file=self.path, structure=f"tensor {name!r}")
@@ -229,10 +237,9 @@ class Artifact:
         dt = BY_NAME.get(cols["dtype"][i])
         if dt is None:  # pragma: no cover - readers only emit known dtypes
             raise ArtifactError(f"dtype {cols['dtype'][i]!r} is unknown", file=file)
-        if offset < 0 or offset + nbytes > src.size:
-            raise OutOfBoundsError(
-                f"{nbytes} bytes of tensor {name!r} run past the end of the file "
-                f"(size 0x{src.size:x})", file=file, structure=f"tensor {name!r}", offset=offset)
+        if offset < 0:
+            raise OutOfBoundsError(f"tensor {name!r} has a negative offset", file=file,
+                                   structure=f"tensor {name!r}", offset=offset)
         if len(dim_order) != len(shape) or sorted(dim_order) != list(range(len(shape))):
             dim_order = tuple(range(len(shape)))
         strides = cols["strides"][i] if "strides" in cols else None
@@ -247,8 +254,8 @@ class Artifact:
             span = nbytes // dt.itemsize if dt.itemsize else 0
         if offset + span * dt.itemsize > src.size:
             raise OutOfBoundsError(
-                f"the strided view of tensor {name!r} reaches past the end of the file",
-                file=file, structure=f"tensor {name!r}", offset=offset)
+                f"{span * dt.itemsize} bytes of tensor {name!r} run past the end of the file "
+                f"(size 0x{src.size:x})", file=file, structure=f"tensor {name!r}", offset=offset)
         physical = tuple(shape[d] for d in dim_order)
         inverse = tuple(dim_order.index(k) for k in range(len(shape)))
         if dt.numpy is not None:

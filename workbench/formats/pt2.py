@@ -997,23 +997,41 @@ _INTS = re.compile(rb"-?\d+")
 _CONSTANT_KIND = {"Parameter": "parameter", "Buffer": "buffer"}
 
 
+_STRING_FIELDS = ("name", "original_fqn")
+_NAMED_FIELDS = {"dtype": b"cached_torch_dtype_", "device_type": b"cached_torch_device_type_",
+                 "layout": b"cached_torch_layout_", "type": b"ConstantType::"}
+
+
 def _cvalue(field: str, value: bytes) -> Any:
-    """Decode one ``constants_info_[i].<field> = <value>;`` right-hand side."""
+    """Decode one ``constants_info_[i].<field> = <value>;`` right-hand side to the type the
+    field has (``str``, ``int``, ``bool``, tuple of ``int``), or ``None`` when it does not
+    have that form.
+
+    Example:
+        >>> _cvalue("shape", b"{32, 16}"), _cvalue("dtype", b"cached_torch_dtype_float32")
+        ((32, 16), 'float32')
+    """
     v = value.strip()
-    if v.startswith(b'"') and v.endswith(b'"'):
-        return codecs.escape_decode(v[1:-1])[0].decode("utf-8", "replace")
+    if field in _STRING_FIELDS:
+        if len(v) < 2 or not (v.startswith(b'"') and v.endswith(b'"')):
+            return None
+        try:
+            return codecs.escape_decode(v[1:-1])[0].decode("utf-8", "replace")
+        except ValueError:
+            return None
     if field in ("shape", "stride"):
+        if not re.fullmatch(rb"\{\s*(?:-?\d+\s*(?:,\s*-?\d+\s*)*,?\s*)?\}", v):
+            return None
         return tuple(int(x) for x in _INTS.findall(v))
     if field in ("offset", "data_size"):
-        return int(v) if re.fullmatch(rb"-?\d+", v) else None
+        return int(v) if re.fullmatch(rb"-?\d{1,20}", v) else None
     if field == "from_folded":
-        return v == b"true"
-    for prefix in (b"cached_torch_dtype_", b"cached_torch_device_type_", b"cached_torch_layout_",
-                   b"ConstantType::"):
+        return {b"true": True, b"false": False}.get(v)
+    prefix = _NAMED_FIELDS.get(field)
+    if prefix is not None:
         k = v.find(prefix)
-        if k >= 0:
-            return re.match(rb"\w*", v[k + len(prefix):]).group().decode()
-    return v.decode("utf-8", "replace")
+        return re.match(rb"\w*", v[k + len(prefix):]).group().decode() if k >= 0 else None
+    return None
 
 
 class _AotiPackage:
@@ -1121,11 +1139,12 @@ class _AotiPackage:
         out = []
         for i in sorted(by_index):
             c = by_index[i]
-            shape, stride = c.get("shape") or (), c.get("stride") or ()
+            shape, stride = c.get("shape"), c.get("stride")
             itemsize = _ITEMSIZE.get(c.get("dtype") or "", 1)
-            numbers = [*shape, *stride, c.get("offset") or 0, c.get("data_size") or 0]
-            if min(numbers, default=0) < 0 or max(numbers, default=0) >= _LIMIT or \
-                    _numel(shape) * itemsize >= _LIMIT or len(shape) != len(stride):
+            numbers = [*(shape or ()), *(stride or ()), c.get("offset") or 0,
+                       c.get("data_size") or 0]
+            if shape is None or stride is None or len(shape) != len(stride) or \
+                    min(numbers) < 0 or max(numbers) >= _LIMIT or _numel(shape) * itemsize >= _LIMIT:
                 arc._find("warning", f"zip member {escape(wrapper.name)!r}",
                           f"constants_info_[{i}] has a negative, oversized or inconsistent "
                           "shape, stride, offset or data_size: skipped", wrapper.data_offset)
