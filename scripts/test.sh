@@ -6,4 +6,6 @@ bash scripts/setup.sh
 echo "[test] ruff check"
 .venv/bin/ruff check .
 echo "[test] pytest"
+# The plot gallery in docs/gallery/ is (re)written by the test run (tests/test_plots.py).
+export WORKBENCH_GALLERY=1
 exec .venv/bin/python -m pytest "$@"
