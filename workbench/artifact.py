@@ -14,7 +14,13 @@ from typing import TYPE_CHECKING, Any
 from . import frames as _frames
 from ._fmt import human_bytes, no_gc
 from .dtypes import BY_NAME
-from .errors import ArtifactError, MissingDataError, OutOfBoundsError, UnsafeContentError
+from .errors import (
+    ArtifactError,
+    CorruptError,
+    MissingDataError,
+    OutOfBoundsError,
+    UnsafeContentError,
+)
 from .source import Source
 
 if TYPE_CHECKING:
@@ -258,13 +264,11 @@ class Artifact:
                 f"(size 0x{src.size:x})", file=file, structure=f"tensor {name!r}", offset=offset)
         physical = tuple(shape[d] for d in dim_order)
         inverse = tuple(dim_order.index(k) for k in range(len(shape)))
+        if span == 0:
+            return self._empty(shape, dt, copy, file, name, offset)
         if dt.numpy is not None:
             import numpy as np
 
-            if span == 0:
-                arr = np.empty(shape, dtype=dt.numpy)
-                arr.flags.writeable = copy
-                return arr
             base = np.frombuffer(src.buf, dtype=dt.numpy, count=span, offset=offset)
             if strides is not None:
                 arr = np.lib.stride_tricks.as_strided(
@@ -278,8 +282,6 @@ class Artifact:
         if tdtype is None:
             raise ArtifactError(f"dtype {dt.name} cannot be viewed with this torch",
                                 file=file, structure=f"tensor {name!r}", offset=offset)
-        if span == 0:
-            return torch.empty(shape, dtype=tdtype)
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*not writable.*")
             base = torch.frombuffer(src.buf, dtype=torch.uint8, count=span * dt.itemsize,
@@ -289,6 +291,23 @@ class Artifact:
         else:
             t = base.reshape(physical).permute(inverse)
         return t.clone() if copy else t
+
+    @staticmethod
+    def _empty(shape: tuple, dt: Any, copy: bool, file: str, name: str, offset: int) -> Any:
+        """A zero-element tensor of ``shape`` (other dimensions may still be huge)."""
+        try:
+            if dt.numpy is not None:
+                import numpy as np
+
+                arr = np.empty(shape, dtype=dt.numpy)
+                arr.flags.writeable = copy
+                return arr
+            import torch
+
+            return torch.empty(shape, dtype=getattr(torch, dt.name))
+        except (ValueError, RuntimeError, OverflowError, AttributeError) as e:
+            raise CorruptError(f"shape {list(shape)} cannot be represented ({e})", file=file,
+                               structure=f"tensor {name!r}", offset=offset) from None
 
     # -- lifetime and display -----------------------------------------------------------------
     def close(self) -> None:

@@ -1,8 +1,11 @@
 """Element types: one table from ExecuTorch ``ScalarType`` codes to names and sizes.
 
 The codes are ExecuTorch's (and c10's) scalar type numbers; names are torch dtype names
-(``torch.<name>``). ``numpy`` is the numpy dtype string when numpy can represent the type,
-else ``None`` (then :meth:`workbench.Artifact.tensor` returns a torch tensor).
+(``torch.<name>``). ``numpy`` is the numpy dtype :meth:`workbench.Artifact.tensor` returns;
+``None`` means numpy cannot represent the type and a torch tensor is returned instead
+(bfloat16, float8 types, complex32). Quantized (``qint8``, ``quint4x2``, ...) and ``bits``
+types are returned as their raw integer representation: their scale and zero point are not
+part of the stored bytes, so no quantized tensor can be made from the bytes alone.
 
 Example:
     >>> from workbench.dtypes import SCALAR_TYPES
@@ -41,17 +44,17 @@ SCALAR_TYPES: dict[int, DType] = {
         DType(9, "complex64", 8, "<c8"),
         DType(10, "complex128", 16, "<c16"),
         DType(11, "bool", 1, "|b1"),
-        DType(12, "qint8", 1, None),
-        DType(13, "quint8", 1, None),
-        DType(14, "qint32", 4, None),
+        DType(12, "qint8", 1, "|i1"),
+        DType(13, "quint8", 1, "|u1"),
+        DType(14, "qint32", 4, "<i4"),
         DType(15, "bfloat16", 2, None),
-        DType(16, "quint4x2", 1, None),
-        DType(17, "quint2x4", 1, None),
-        DType(18, "bits1x8", 1, None),
-        DType(19, "bits2x4", 1, None),
-        DType(20, "bits4x2", 1, None),
-        DType(21, "bits8", 1, None),
-        DType(22, "bits16", 2, None),
+        DType(16, "quint4x2", 1, "|u1"),
+        DType(17, "quint2x4", 1, "|u1"),
+        DType(18, "bits1x8", 1, "|u1"),
+        DType(19, "bits2x4", 1, "|u1"),
+        DType(20, "bits4x2", 1, "|u1"),
+        DType(21, "bits8", 1, "|u1"),
+        DType(22, "bits16", 2, "<u2"),
         DType(23, "float8_e5m2", 1, None),
         DType(24, "float8_e4m3fn", 1, None),
         DType(25, "float8_e5m2fnuz", 1, None),

@@ -354,6 +354,10 @@ class _ProgramReader:
                 "calls": delegate_uses.get(k, 0),
             })
         buffer_sizes = plan.scalars(8, "q", "non_const_buffer_sizes")
+        if any(b < 0 for b in buffer_sizes) or sum(buffer_sizes) > _MAX_TENSOR_BYTES:
+            raise CorruptError(f"non_const_buffer_sizes {list(buffer_sizes)[:8]} are negative or "
+                               "add up to more than any memory", file=self.file,
+                               structure=f"{plan.path}.non_const_buffer_sizes", offset=plan.pos)
         return {
             "name": name, "index": m, "vtypes": vtypes, "vpos": vpos, "tensors": tensors,
             "inputs": plan.scalars(3, "i", "inputs"), "outputs": plan.scalars(4, "i", "outputs"),
