@@ -147,7 +147,7 @@ def test_replay_reports_saved_failures(tmp_path, capsys):
 
 #: What the 10-minute runs of ``bench/fuzz.py`` found, as one edit to a sample each:
 #: (sample, offset, width, expected old value, new value, exception seen, what goes wrong).
-#: Only an ArtifactError (or success) is acceptable; xfail until workbench is fixed.
+#: Regression tests: only an ArtifactError (or success) is acceptable.
 FINDINGS = [
     ("tied_xnnpack.pte", 388, 1, 0x02, 0x82, OverflowError,
      "methods.planned_bytes: the sum of non_const_buffer_sizes overflows int64 (frames._int64)"),
@@ -168,6 +168,4 @@ def test_fuzz_findings(tmp_path, sample, name, pos, width, old, new, exc, what):
     fuzz.struct.pack_into(fmt, data, pos, new)
     (tmp_path / name).write_bytes(bytes(data))
     o = fuzz.run_one(tmp_path / name)
-    if o.kind == "error" and o.exc_type == exc.__name__:
-        pytest.xfail(f"known: {what}")
     assert not o.failed and o.seconds <= SLOW_S, f"{o.exc_type}: {o.message}\n{o.tb}"
