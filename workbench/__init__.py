@@ -9,7 +9,7 @@ Example:
     >>> art.format
     'pte'
     >>> art.segments.groupby("kind")["size"].sum()          # doctest: +SKIP
-    >>> art.tensor("0.weight").shape                        # doctest: +SKIP
+    >>> art.tensor("forward/0").shape                       # doctest: +SKIP
     (32, 16)
 """
 

@@ -94,7 +94,7 @@ class Artifact:
         >>> import workbench as wb
         >>> art = wb.open("sample_models/mlp_portable.pte")            # doctest: +SKIP
         >>> art.segments[["name", "kind", "offset", "size"]]           # doctest: +SKIP
-        >>> w = art.tensor("0.weight")   # zero-copy numpy view       # doctest: +SKIP
+        >>> w = art.tensor("forward/0")  # zero-copy numpy view      # doctest: +SKIP
     """
 
     def __init__(self, parsed: Parsed) -> None:
@@ -210,7 +210,7 @@ class Artifact:
             OutOfBoundsError: its bytes lie outside the file.
 
         Example:
-            >>> w = art.tensor("0.weight")      # doctest: +SKIP
+            >>> w = art.tensor("forward/0")     # doctest: +SKIP
             >>> w.shape, w.dtype, w.flags.writeable   # doctest: +SKIP
             ((32, 16), dtype('float32'), False)
         """
