@@ -55,7 +55,7 @@ def _vec_struct(fmt: str, n: int) -> struct.Struct:
     st = _VEC_STRUCTS.get(key)
     if st is None:
         st = struct.Struct(f"<{n}{fmt}")
-        if len(_VEC_STRUCTS) < 4096:
+        if len(_VEC_STRUCTS) < 256:
             _VEC_STRUCTS[key] = st
     return st
 
