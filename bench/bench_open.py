@@ -71,6 +71,7 @@ from importlib import metadata
 from pathlib import Path
 
 from _artifacts import QUICK_SPECS, SPECS, Spec, ensure, read_meta
+from _measure import maxrss_kb, reset_hwm, status_kb
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 #: A tiny real program both sides open once (untimed) before the timed call.
@@ -93,35 +94,6 @@ KINDS = {"pte": ("big", "many"), "ptd": ("big_external", "many_external")}
 # --------------------------------------------------------------------------
 # Worker side: runs in a fresh interpreter, prints one marked JSON line.
 # --------------------------------------------------------------------------
-
-
-def _status_kb(field: str) -> int | None:
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return None
-
-
-def _reset_hwm() -> bool:
-    """Reset VmHWM to the current RSS; return True if it demonstrably worked."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-    except OSError:
-        return False
-    hwm, rss = _status_kb("VmHWM"), _status_kb("VmRSS")
-    # After a reset HWM equals the current RSS (allow a few pages of slack).
-    return hwm is not None and rss is not None and hwm - rss <= 64
-
-
-def _maxrss_kb() -> int:
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
 
 
 def _worker(side: str, path: str) -> dict:
@@ -180,14 +152,14 @@ def _worker(side: str, path: str) -> dict:
     # (pandas' array machinery, the reference's flatc/json/dataclass setup) are paid here,
     # so the timed call measures the work that scales with the file.
     op(WARMUP_PTD if path.endswith(".ptd") else WARMUP)
-    hwm_reset = _reset_hwm()
-    rss_before = _status_kb("VmRSS")
-    maxrss_before = _maxrss_kb()
+    hwm_reset = reset_hwm()
+    rss_before = status_kb("VmRSS")
+    maxrss_before = maxrss_kb()
     t0 = time.perf_counter()
     res = op(path)
     elapsed = time.perf_counter() - t0
-    hwm_after = _status_kb("VmHWM")
-    maxrss_after = _maxrss_kb()
+    hwm_after = status_kb("VmHWM")
+    maxrss_after = maxrss_kb()
     if hwm_reset and rss_before is not None and hwm_after is not None:
         growth_kb, method = hwm_after - rss_before, "VmHWM (clear_refs reset)"
     else:

@@ -44,6 +44,8 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
+from _measure import maxrss_kb, reset_hwm, status_kb
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULT_MARKER = "@@BENCH_RESULT "
 SIDES = ("ours", "reference")
@@ -118,33 +120,6 @@ def ensure(spec: Spec) -> Path:
 # ------------------------------------------------------------------ worker (fresh process)
 
 
-def _status_kb(field: str) -> int | None:
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return None
-
-
-def _reset_hwm() -> bool:
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-    except OSError:
-        return False
-    hwm, rss = _status_kb("VmHWM"), _status_kb("VmRSS")
-    return hwm is not None and rss is not None and hwm - rss <= 64
-
-
-def _maxrss_kb() -> int:
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-
-
 def _worker(side: str, path: str) -> dict:
     if side == "ours":
         import numpy  # noqa: F401
@@ -170,17 +145,17 @@ def _worker(side: str, path: str) -> dict:
         def describe(res) -> dict:
             return {"tensors": len(res.state_dict) + len(res.constants)}
 
-    hwm_reset = _reset_hwm()
-    rss_before = _status_kb("VmRSS")
-    maxrss_before = _maxrss_kb()
+    hwm_reset = reset_hwm()
+    rss_before = status_kb("VmRSS")
+    maxrss_before = maxrss_kb()
     t0 = time.perf_counter()
     res = op()
     elapsed = time.perf_counter() - t0
-    hwm_after = _status_kb("VmHWM")
+    hwm_after = status_kb("VmHWM")
     if hwm_reset and rss_before is not None and hwm_after is not None:
         growth_kb, method = hwm_after - rss_before, "VmHWM"
     else:
-        growth_kb, method = _maxrss_kb() - maxrss_before, "ru_maxrss"
+        growth_kb, method = maxrss_kb() - maxrss_before, "ru_maxrss"
     return {"time_s": elapsed, "rss_growth_mb": max(growth_kb, 0) / 1024, "rss_method": method,
             **describe(res)}
 
