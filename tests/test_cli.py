@@ -394,3 +394,12 @@ def test_profile(capsys, tmp_path, sample):
     assert code == 0 and "read" in out and err == ""  # no progress bar off a terminal
     code, out, err = run(capsys, "profile", pte, "--paths", "no_such_path")
     assert code == 2 and out == "" and "no_such_path" in err
+
+
+def test_escape_neutralises_bidi_overrides():
+    """A key with U+202E (right-to-left override) must not reorder what the terminal shows."""
+    from workbench._fmt import escape
+
+    assert escape("evil\u202etxt.pte") == "evil\\u202etxt.pte"
+    assert escape("a\x1b[2Jb") == "a\\x1b[2Jb"
+    assert escape("plain.weight") == "plain.weight"

@@ -7,7 +7,8 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# C0/C1 controls, and the bidirectional controls that can make a name display reversed.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def align_of(offset: int | None) -> int | None:
@@ -44,7 +45,12 @@ def escape(text: object) -> str:
         >>> escape("a\\x1b[31mb")
         'a\\\\x1b[31mb'
     """
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text))
+    return _CONTROL.sub(_escape_one, str(text))
+
+
+def _escape_one(m: re.Match[str]) -> str:
+    code = ord(m.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 @contextmanager
