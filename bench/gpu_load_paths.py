@@ -67,16 +67,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def cuda_unavailable() -> str | None:
-    """Why this machine cannot run the CUDA paths (None when it can)."""
-    if importlib.util.find_spec("torch") is None:
-        return "torch is not installed"
-    import torch
+    """Why this machine cannot run the CUDA paths (None when it can): the library's check."""
+    from workbench.loadpaths.cuda import cuda_unavailable as check
 
-    if not torch.cuda.is_available():
-        kind = "CPU-only torch build" if torch.version.cuda is None else \
-            f"torch built for CUDA {torch.version.cuda}, but no device/driver"
-        return f"torch.cuda.is_available() is False ({kind}, torch {torch.__version__})"
-    return None
+    return check()
 
 
 def make_raw(path: pathlib.Path, nbytes: int, tensors: int = 16, seed: int = 0) -> pathlib.Path:

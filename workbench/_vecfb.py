@@ -9,6 +9,7 @@ re-reads with the scalar reader, which then reports the exact structure and offs
 
 from __future__ import annotations
 
+from collections.abc import Container
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -196,3 +197,26 @@ def products(flat: np.ndarray, counts: np.ndarray) -> np.ndarray | None:
             return None
         out[rows] = prod.astype(np.int64)
     return out
+
+
+def layouts(tables: Tables, dtype_field: int, sizes_field: int, dim_order_field: int,
+            known_codes: Container[int]) -> tuple[list[int], list[tuple], list[tuple], np.ndarray]:
+    """The (scalar type, sizes, dim_order) layout fields of many tables at once, checked.
+
+    Returns ``(codes, shapes, dim_orders, numel)``; raises :class:`SlowPath` on an unknown
+    scalar type, a negative size or an element count too large for int64 arithmetic.
+    """
+    vec = tables.vec
+    codes = tables.scalar(dtype_field, "i1").tolist()
+    if any(c not in known_codes for c in set(codes)):
+        raise SlowPath("unknown scalar type")
+    s_start, s_cnt = tables.vectors(sizes_field, 4)
+    d_start, d_cnt = tables.vectors(dim_order_field, 1)
+    flat = vec.flat(s_start, s_cnt, "<i4")
+    if len(flat) and flat.min() < 0:
+        raise SlowPath("negative size")
+    numel = products(flat, s_cnt)
+    if numel is None:
+        raise SlowPath("huge tensor")
+    return (codes, split_tuples(flat, s_cnt), split_tuples(vec.flat(d_start, d_cnt, "u1"), d_cnt),
+            numel)

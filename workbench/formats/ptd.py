@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from .._vecfb import SlowPath, VecReader, products, split_tuples
+from .._vecfb import SlowPath, VecReader, layouts
 from ..artifact import Parsed
 from ..dtypes import SCALAR_TYPES
 from ..errors import CorruptError, OutOfBoundsError, TruncatedError, UnsupportedVersionError
@@ -221,19 +221,7 @@ def _entries_fast(src: Source, fb: FlatBuffer, root: Table, h: FlatTensorHeader
     lay_ref = N.ref(2)
     has = lay_ref > 0
     L = vec.tables(lay_ref[has], "TensorLayout")
-    codes = L.scalar(0, "i1").tolist()
-    if any(c not in SCALAR_TYPES for c in set(codes)):
-        raise SlowPath("unknown scalar type")
-    s_start, s_cnt = L.vectors(1, 4)
-    d_start, d_cnt = L.vectors(2, 1)
-    flat = vec.flat(s_start, s_cnt, "<i4")
-    if len(flat) and flat.min() < 0:
-        raise SlowPath("negative size")
-    shapes = split_tuples(flat, s_cnt)
-    dims = split_tuples(vec.flat(d_start, d_cnt, "u1"), d_cnt)
-    numel = products(flat, s_cnt)
-    if numel is None:
-        raise SlowPath("huge tensor")
+    codes, shapes, dims, numel = layouts(L, 0, 1, 2, SCALAR_TYPES)
     seg_off = np.array([o for o, _ in segments], dtype=np.int64)
     seg_size = np.array([z for _, z in segments], dtype=np.int64)
     off_col = seg_off[seg_idx].tolist() if n else []

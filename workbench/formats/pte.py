@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from .._fmt import align_of
-from .._vecfb import SlowPath, VecReader, products, split_tuples
+from .._vecfb import SlowPath, VecReader, layouts
 from ..artifact import Parsed
 from ..dtypes import SCALAR_TYPES
 from ..errors import CorruptError, OutOfBoundsError, TruncatedError, UnsupportedVersionError
@@ -392,15 +392,7 @@ class _ProgramReader:
     def _tensors_fast(self, m: int, tidx: np.ndarray, tpos: np.ndarray, path: str) -> list[tuple]:
         vec = self.vec
         T = vec.tables(tpos, path)
-        codes = T.scalar(0, "i1").tolist()
-        if any(c not in SCALAR_TYPES for c in set(codes)):
-            raise SlowPath("unknown scalar type")
-        s_start, s_cnt = T.vectors(2, 4)
-        d_start, d_cnt = T.vectors(3, 1)
-        sizes_flat = vec.flat(s_start, s_cnt, "<i4")
-        if len(sizes_flat) and sizes_flat.min() < 0:
-            raise SlowPath("negative size")
-        dims_flat = vec.flat(d_start, d_cnt, "u1")
+        codes, shapes, dims, numel = layouts(T, 0, 2, 3, SCALAR_TYPES)
         dbis = T.scalar(5, "<u4").tolist()
         rgs = T.scalar(4, "u1").tolist()
         dyns = T.scalar(8, "u1").tolist()
@@ -445,11 +437,6 @@ class _ProgramReader:
                         raise SlowPath(str(e)) from None
         n = len(tidx)
         values = tidx.tolist()
-        shapes = split_tuples(sizes_flat, s_cnt)
-        dims = split_tuples(dims_flat, d_cnt)
-        numel = products(sizes_flat, s_cnt)
-        if numel is None:
-            raise SlowPath("huge tensor")
         item = np.array([SCALAR_TYPES[c].itemsize for c in codes], np.int64)
         nbytes = (numel * item).tolist()
         storage = ["unallocated"] * n
@@ -661,11 +648,15 @@ class _ProgramReader:
         return out
 
     def _hex_keys(self) -> dict[str, list[str]]:
-        """Content-hash keys (64 hex digits, the XNNPACK convention) each blob mentions."""
-        found: dict[str, list[str]] = {}
-        for label, blob in self._blobs():
-            for m in set(self._HEX_KEY.findall(blob)):
-                found.setdefault(m.decode(), []).append(label)
+        """Content-hash keys (64 hex digits, the XNNPACK convention) each blob mentions
+        (the blobs are scanned once per program)."""
+        found = getattr(self, "_hex_key_cache", None)
+        if found is None:
+            found = {}
+            for label, blob in self._blobs():
+                for m in set(self._HEX_KEY.findall(blob)):
+                    found.setdefault(m.decode(), []).append(label)
+            self._hex_key_cache = found
         return found
 
     def _delegate_keys(self, candidates: set[str]) -> dict[str, list[str]]:
