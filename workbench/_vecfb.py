@@ -9,10 +9,13 @@ re-reads with the scalar reader, which then reports the exact structure and offs
 
 from __future__ import annotations
 
+import math
 from collections.abc import Container
 from typing import TYPE_CHECKING
 
 import numpy as np
+
+from ._cols import filled
 
 if TYPE_CHECKING:
     from .flatbuf import FlatBuffer
@@ -27,22 +30,26 @@ class SlowPath(Exception):
 class Tables:
     """Many tables of one type: positions, and per-table field offsets from their vtables."""
 
-    __slots__ = ("fields", "pos", "tsize", "vec")
+    __slots__ = ("inv", "pos", "sizes", "table", "vec")
 
     def __init__(self, vec: VecReader, pos: np.ndarray, path: str) -> None:
         self.vec = vec
         self.pos = pos
         fb = vec.fb
+        self.inv: np.ndarray | None = None  # vtable of each table (None: all share one)
         if len(pos) == 0:
-            self.fields = np.zeros((0, 0), np.int64)
-            self.tsize = np.zeros(0, np.int64)
+            self.table = np.zeros((1, 1), np.int64)
+            self.sizes = np.zeros(1, np.int64)
             return
         vec.check(pos, 4)
-        soff = vec.gather(pos, "<i4")
-        vt = pos - soff
-        uniq, inv = np.unique(vt, return_inverse=True)
-        if len(uniq) > 4096:
-            raise SlowPath("too many distinct vtables")
+        vt = pos - vec.gather(pos, "<i4")
+        if vt.min() == vt.max():  # the common case: one vtable for all
+            uniq = vt[:1]
+        else:
+            uniq = np.unique(vt)  # hashed, then sorted: few distinct vtables
+            if len(uniq) > 4096:
+                raise SlowPath("too many distinct vtables")
+            self.inv = np.searchsorted(uniq, vt)
         decoded = []
         for v in uniq.tolist():
             try:
@@ -55,18 +62,24 @@ class Tables:
         for k, (ts, f) in enumerate(decoded):
             table[k, : len(f)] = f
             sizes[k] = ts
-        self.fields = table[inv]
-        self.tsize = sizes[inv]
-        if (pos + self.tsize > vec.end).any():
+        self.table = table
+        self.sizes = sizes
+        tsize = sizes[0] if self.inv is None else sizes[self.inv]
+        if (pos + tsize > vec.end).any():
             raise SlowPath("table runs past the end")
 
     def field(self, i: int, size: int) -> np.ndarray:
         """Absolute position of field ``i`` per table (0 where absent), checked to fit."""
-        if i >= self.fields.shape[1]:
-            return np.zeros(len(self.pos), np.int64)
-        off = self.fields[:, i]
-        if ((off > 0) & (off + size > self.tsize)).any():
+        n = len(self.pos)
+        if i >= self.table.shape[1] or n == 0:
+            return np.zeros(n, np.int64)
+        col = self.table[:, i]
+        if ((col > 0) & (col + size > self.sizes)).any():
             raise SlowPath("field overruns its table")
+        if self.inv is None:
+            off = int(col[0])
+            return self.pos + off if off > 0 else np.zeros(n, np.int64)
+        off = col[self.inv]
         return np.where(off > 0, self.pos + off, 0)
 
     def scalar(self, i: int, dtype: str, default: int | float = 0) -> np.ndarray:
@@ -150,73 +163,160 @@ class VecReader:
             raise SlowPath(str(e)) from None
         return starts, counts
 
+    def strings(self, ref: np.ndarray) -> np.ndarray:
+        """The strings at ``ref`` (0: absent -> ``None``) as an object array, decoded in one go.
+
+        Raises :class:`SlowPath` when a string is not NUL-terminated, holds a NUL, or is not
+        valid UTF-8 (the scalar reader then reports it precisely).
+        """
+        ref = np.asarray(ref, np.int64)
+        out = filled(len(ref), None)
+        present = ref > 0
+        if not present.any():
+            return out
+        starts, counts = self.vectors(ref[present], 1)
+        ends = starts + counts
+        if (ends >= self.end).any() or self.u8[ends].any():
+            raise SlowPath("string is not NUL-terminated")
+        raw = self.flat(starts, counts + 1, "u1").tobytes()  # each with its terminating NUL
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise SlowPath("string is not valid UTF-8") from None
+        parts = text.split("\0")
+        if len(parts) != len(starts) + 1:
+            raise SlowPath("string holds a NUL")
+        parts.pop()
+        out[present] = np.fromiter(parts, dtype=object, count=len(parts))
+        return out
+
     def flat(self, starts: np.ndarray, counts: np.ndarray, dtype: str) -> np.ndarray:
         """All elements of many vectors, concatenated (split with ``counts``)."""
         dt = np.dtype(dtype)
         total = int(counts.sum())
         if total == 0:
             return np.zeros(0, dt)
-        first = np.repeat(starts, counts)
-        offs = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
-        return self.gather(first + offs * dt.itemsize, dtype)
+        # positions by one cumulative sum: +itemsize inside a vector, a jump between vectors
+        nz = counts > 0
+        s = starts[nz]
+        c = counts[nz]
+        step = np.full(total, dt.itemsize, np.int64)
+        begin = np.cumsum(c) - c
+        step[0] = s[0]
+        step[begin[1:]] = s[1:] - (s[:-1] + (c[:-1] - 1) * dt.itemsize)
+        return self.gather(np.cumsum(step), dtype)
 
 
-def split_tuples(flat: np.ndarray, counts: np.ndarray) -> list[tuple]:
-    """Split ``flat`` into consecutive tuples of lengths ``counts`` (grouped by length, fast)."""
-    n = len(counts)
-    out: list[tuple] = [()] * n
+def groups(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Group equal int64 keys: ``(rep, inv)`` with ``key[rep[inv]] == key``; ``rep`` holds one
+    row per distinct key (dense small keys use a lookup table instead of a sort).
+
+    Example:
+        >>> rep, inv = groups(np.array([5, 3, 5]))
+        >>> np.array([5, 3, 5])[rep[inv]].tolist()
+        [5, 3, 5]
+    """
+    n = len(key)
     if n == 0:
-        return out
-    starts = np.cumsum(counts) - counts
-    for c in np.unique(counts).tolist():
-        rows = np.flatnonzero(counts == c)
-        if c == 0:
-            continue
-        block = flat[starts[rows][:, None] + np.arange(c)]
-        for r, t in zip(rows.tolist(), map(tuple, block.tolist())):
-            out[r] = t
-    return out
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    lo, hi = int(key.min()), int(key.max())
+    if hi - lo <= 4 * n + 65536:
+        k = key - lo
+        rep_of = np.full(hi - lo + 1, -1, np.int64)
+        rep_of[k] = np.arange(n)  # any row of the group will do
+        uniq = np.flatnonzero(rep_of >= 0)
+        lut = np.empty(hi - lo + 1, np.int64)
+        lut[uniq] = np.arange(len(uniq))
+        return rep_of[uniq], lut[k]
+    uniq = np.unique(key)  # hashed, then sorted
+    inv = np.searchsorted(uniq, key)
+    rep = np.empty(len(uniq), np.int64)
+    rep[inv] = np.arange(n)
+    return rep, inv
 
 
-def products(flat: np.ndarray, counts: np.ndarray) -> np.ndarray | None:
-    """Product of each consecutive group (1 for empty groups) as int64, or ``None`` when a
-    product would not fit comfortably in int64 (callers then fall back to Python ints)."""
+def unique_tuples(flat: np.ndarray, counts: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, list[tuple]]:
+    """Split ``flat`` into consecutive groups of lengths ``counts``, as tuples.
+
+    Returns ``(tuples, ids, uniques)``: an object array with one tuple per group, where equal
+    groups share ONE tuple object (shapes repeat a lot: few objects to make), an int64 id per
+    group (equal ids <=> equal tuples) and the distinct tuples by id.
+
+    Example:
+        >>> t, i, u = unique_tuples(np.array([2, 3, 2, 3, 7]), np.array([2, 2, 1]))
+        >>> t.tolist(), i.tolist(), u
+        ([(2, 3), (2, 3), (7,)], [1, 1, 0], [(7,), (2, 3)])
+    """
     n = len(counts)
-    out = np.ones(n, np.int64)
+    out = np.empty(n, dtype=object)
+    ids = np.zeros(n, np.int64)
+    uniques: list[tuple] = []
     if n == 0:
-        return out
+        return out, ids, uniques
     starts = np.cumsum(counts) - counts
-    for c in np.unique(counts).tolist():
+    lengths = np.flatnonzero(np.bincount(counts))
+    for c in lengths.tolist():
+        rows = np.flatnonzero(counts == c) if len(lengths) > 1 else np.arange(n)
         if c == 0:
-            continue
-        rows = np.flatnonzero(counts == c)
-        block = flat[starts[rows][:, None] + np.arange(c)].astype(np.float64)
-        with np.errstate(over="ignore"):
-            prod = block.prod(axis=1)
-        if len(prod) and prod.max() >= 2.0**53:
-            return None
-        out[rows] = prod.astype(np.int64)
-    return out
+            objs = np.empty(1, dtype=object)
+            objs[0] = ()
+            inv = np.zeros(len(rows), np.int64)
+        else:
+            block = flat[starts[rows][:, None] + np.arange(c)].astype(np.int64)
+            # group ids column by column: id * width + (rank of the value) stays below 2**63
+            inv = np.zeros(len(rows), np.int64)
+            first = np.zeros(1, np.int64)
+            for j in range(c):
+                col = block[:, j]
+                lo = int(col.min())
+                if int(col.max()) - lo >= 1 << 31:
+                    col = groups(col)[1]
+                else:
+                    col = col - lo
+                width = int(col.max()) + 1
+                first, inv = groups(inv * width + col)  # < 2**31 * rows: no overflow
+            objs = np.empty(len(first), dtype=object)
+            for k, t in enumerate(map(tuple, block[first].tolist())):
+                objs[k] = t
+        out[rows] = objs[inv]
+        ids[rows] = inv + len(uniques)
+        uniques.extend(objs.tolist())
+    return out, ids, uniques
 
 
 def layouts(tables: Tables, dtype_field: int, sizes_field: int, dim_order_field: int,
-            known_codes: Container[int]) -> tuple[list[int], list[tuple], list[tuple], np.ndarray]:
+            known_codes: Container[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                                                  np.ndarray]:
     """The (scalar type, sizes, dim_order) layout fields of many tables at once, checked.
 
-    Returns ``(codes, shapes, dim_orders, numel)``; raises :class:`SlowPath` on an unknown
-    scalar type, a negative size or an element count too large for int64 arithmetic.
+    Returns ``(codes, shapes, shape_ids, dim_orders, numel)``: int64 codes, object arrays of
+    tuples (see :func:`unique_tuples`) and int64 element counts; raises :class:`SlowPath` on
+    an unknown scalar type, a negative size or an element count of 2**53 or more.
     """
     vec = tables.vec
-    codes = tables.scalar(dtype_field, "i1").tolist()
-    if any(c not in known_codes for c in set(codes)):
+    codes = tables.scalar(dtype_field, "i1").astype(np.int64)
+    if len(codes) and (codes.min() < 0 or any(c not in known_codes for c in
+                                              np.flatnonzero(np.bincount(codes)).tolist())):
         raise SlowPath("unknown scalar type")
     s_start, s_cnt = tables.vectors(sizes_field, 4)
     d_start, d_cnt = tables.vectors(dim_order_field, 1)
     flat = vec.flat(s_start, s_cnt, "<i4")
     if len(flat) and flat.min() < 0:
         raise SlowPath("negative size")
-    numel = products(flat, s_cnt)
-    if numel is None:
+    shapes, shape_ids, uniques = unique_tuples(flat, s_cnt)
+    sizes = [math.prod(t) for t in uniques]  # exact, once per distinct shape
+    if sizes and max(sizes) >= 1 << 53:
         raise SlowPath("huge tensor")
-    return (codes, split_tuples(flat, s_cnt), split_tuples(vec.flat(d_start, d_cnt, "u1"), d_cnt),
-            numel)
+    numel = np.array(sizes, np.int64)[shape_ids] if sizes else np.zeros(0, np.int64)
+    dflat = vec.flat(d_start, d_cnt, "u1").astype(np.int64)
+    # the usual dim order is 0, 1, ..., k-1: one shared tuple per rank, no grouping
+    within = np.arange(len(dflat)) - np.repeat(np.cumsum(d_cnt) - d_cnt, d_cnt)
+    if np.array_equal(dflat, within):
+        dims = np.empty(len(d_cnt), dtype=object)
+        for c in np.flatnonzero(np.bincount(d_cnt)).tolist() if len(d_cnt) else ():
+            sel = d_cnt == c
+            dims[sel] = filled(int(sel.sum()), tuple(range(c)))
+    else:
+        dims = unique_tuples(dflat, d_cnt)[0]
+    return codes, shapes, shape_ids, dims, numel

@@ -103,7 +103,7 @@ class Artifact:
         self.format = parsed.format
         self.info = parsed.info
         self.frames: Mapping[str, pd.DataFrame] = _Frames(self)
-        self._cols: dict[str, dict[str, list]] = {}
+        self._cols: dict[str, dict[str, Any]] = {}
         self._by_name: dict[Any, tuple[str, int]] | None = None
 
     # -- frames ---------------------------------------------------------------------------
@@ -113,6 +113,18 @@ class Artifact:
         if cols is None:
             cols = (builder or self._parsed.builders[name])()
             self._cols[name] = cols
+        return cols
+
+    def _plain_columns(self, name: str) -> dict[str, list]:
+        """The columns of frame ``name`` as Python lists, ``None`` for missing values (built
+        once; readers may hand numpy or pandas arrays to the frames)."""
+        key = "plain:" + name
+        cols = self._cols.get(key)
+        if cols is None:
+            from ._cols import plain
+
+            cols = {c: plain(v) for c, v in self._columns(name).items()}
+            self._cols[key] = cols
         return cols
 
     @property
@@ -178,7 +190,7 @@ class Artifact:
         if self._by_name is None:
             index: dict[Any, tuple[str, int]] = {}
             for frame in self._parsed.tensor_frames:
-                cols = self._columns(frame)
+                cols = self._plain_columns(frame)
                 names = cols["name"]
                 for i, n in enumerate(names):
                     index.setdefault(n, (frame, i))
@@ -215,7 +227,7 @@ class Artifact:
             ((32, 16), dtype('float32'), False)
         """
         frame, i = self._row(key)
-        cols = self._columns(frame)
+        cols = self._plain_columns(frame)
         name = cols["name"][i]
         offset = cols["offset"][i]
         file = cols["file"][i]

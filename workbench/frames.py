@@ -434,7 +434,9 @@ def build(name: str, columns: dict[str, list]) -> pd.DataFrame:
         values = columns[col.name]
         # Readers may hand over ready arrays (numpy / pandas) for big columns: used as is.
         data[col.name] = values if not isinstance(values, list) else _CONVERT[col.dtype](values)
-    return pd.DataFrame(data, copy=False)
+    # copy=True: readers may share arrays between frames and with their own records; a
+    # user editing one frame in place must not change another (or the reader's state).
+    return pd.DataFrame(data, copy=True)
 
 
 # -- fast converters from Python lists to pandas arrays (frames are built on hot paths) ------

@@ -170,8 +170,8 @@ def _artifact_row(art: Any, path: str) -> dict[str, Any]:
     parsed = art._parsed
     main = art.path
     builders = parsed.builders
-    seg = art._columns("segments")
-    ten = art._columns("tensors")
+    seg = art._plain_columns("segments")
+    ten = art._plain_columns("tensors")
     size = parsed.sources[main].size
     by_kind = dict.fromkeys(SCAN_KINDS, 0)
     other = nseg = 0
@@ -188,13 +188,13 @@ def _artifact_row(art: Any, path: str) -> dict[str, Any]:
     storage = ten["storage"]
     methods = operators = delegates = None
     if "methods" in builders:
-        methods = len(art._columns("methods")["method"])
+        methods = len(art._plain_columns("methods")["method"])
     if "operators" in builders:
-        operators = len(set(art._columns("operators")["op"]))
+        operators = len(set(art._plain_columns("operators")["op"]))
     elif "graph" in builders:
-        operators = len(set(art._columns("graph")["target"]))
+        operators = len(set(art._plain_columns("graph")["target"]))
     if "delegates" in builders:
-        delegates = len(art._columns("delegates")["id"])
+        delegates = len(art._plain_columns("delegates")["id"])
     version = parsed.info.get("version")
     others = [s.size for f, s in parsed.sources.items() if f != main]
     return {
@@ -270,7 +270,7 @@ def scan_chunk(files: Sequence[tuple[str, bool]], frames: Sequence[str]) -> dict
         try:
             with no_gc():
                 row = _artifact_row(art, path)
-                got = {name: art._columns(name) for name in frames if name in art._parsed.builders}
+                got = {name: art._plain_columns(name) for name in frames if name in art._parsed.builders}
                 # append only when the whole file succeeded: no partial rows
                 _add_row(out["artifacts"], row)
                 for name, cols in got.items():

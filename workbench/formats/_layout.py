@@ -2,56 +2,117 @@
 
 from __future__ import annotations
 
-from .._fmt import align_of
+from typing import Any
+
+import numpy as np
+
+from .._cols import filled, objects
 from ..errors import CorruptError
+
+#: Raw segment columns: offset/size/index are int64 arrays (index -1: none), the others
+#: object arrays. :func:`segments_frame` turns them into the frame's pandas arrays.
+RAW_SEGMENT_COLUMNS = ("file", "name", "kind", "offset", "size", "index", "used_by")
 
 
 def cover(rows: list[tuple], file: str, start: int, end: int,
           gap: tuple[str, str] = ("padding", "padding"),
-          tail: tuple[str, str] = ("trailing data", "trailing")) -> dict[str, list]:
+          tail: tuple[str, str] = ("trailing data", "trailing")) -> dict[str, Any]:
     """Sort byte ranges and fill every gap with an explicit ``padding`` row.
 
     ``rows`` holds ``(offset, size, name, kind, index, used_by)``; the result covers
     ``[start, end)`` exactly (zero-size ranges are kept in place). ``gap`` is the
     ``(name, kind)`` given to the rows that fill gaps, ``tail`` to bytes after the last row.
+    Returns the columns of the ``segments`` frame (see :func:`cover_arrays`).
     """
-    rows = sorted(rows, key=lambda r: (r[0], r[1]))
-    cols: dict[str, list] = {c: [] for c in ("file", "name", "kind", "offset", "size", "align",
-                                             "index", "used_by")}
-
-    def add(off: int, size: int, name: str, kind: str, index: int | None, used: str) -> None:
-        cols["file"].append(file)
-        cols["name"].append(name)
-        cols["kind"].append(kind)
-        cols["offset"].append(off)
-        cols["size"].append(size)
-        cols["align"].append(align_of(off))
-        cols["index"].append(index)
-        cols["used_by"].append(used)
-
-    pos = start
-    for off, size, name, kind, index, used in rows:
-        if off > pos:
-            add(pos, off - pos, gap[0], gap[1], None, "")
-        elif off < pos:
-            raise CorruptError(f"{name} [0x{off:x}, 0x{off + size:x}) overlaps the previous range "
-                               f"(ends at 0x{pos:x})", file=file, structure=name, offset=off)
-        add(off, size, name, kind, index, used)
-        pos = max(pos, off + size)
-    if pos < end:
-        add(pos, end - pos, tail[0], tail[1], None, "")
-    return cols
+    if not rows:
+        z = np.zeros(0, np.int64)
+        return cover_arrays(file, start, end, z, z, objects([]), objects([]), z, objects([]),
+                            gap, tail)
+    off, size, name, kind, index, used = zip(*rows)
+    return cover_arrays(file, start, end, np.array(off, np.int64), np.array(size, np.int64),
+                        objects(name), objects(kind),
+                        np.array([-1 if i is None else i for i in index], np.int64),
+                        objects(used), gap, tail)
 
 
-def concat_sorted(parts: list[dict[str, list]], keys: tuple[str, ...]) -> dict[str, list]:
-    """Concatenate column dicts with the same columns and sort the rows by ``keys``."""
+def cover_arrays(file: str, start: int, end: int, offset: np.ndarray, size: np.ndarray,
+                 name: np.ndarray, kind: np.ndarray, index: np.ndarray, used_by: np.ndarray,
+                 gap: tuple[str, str] = ("padding", "padding"),
+                 tail: tuple[str, str] = ("trailing data", "trailing")) -> dict[str, Any]:
+    """:func:`cover` over columns (``index`` -1: none), vectorised; returns raw columns
+    (:data:`RAW_SEGMENT_COLUMNS`) sorted by offset, gaps filled, covering ``[start, end)``.
+
+    Raises :class:`CorruptError` naming the first range that overlaps the one before it.
+    """
+    order = np.lexsort((size, offset))
+    off = offset[order]
+    sz = size[order]
+    ends = off + sz
+    n = len(off)
+    # where the previous rows reach: start, then the running maximum of their ends
+    reach = np.empty(n, np.int64)
+    if n:
+        reach[0] = start
+        np.maximum.accumulate(ends[:-1], out=reach[1:])
+        np.maximum(reach, start, out=reach)
+    bad = np.flatnonzero(off < reach)
+    if len(bad):
+        k = int(bad[0])
+        nm = name[order[k]]
+        raise CorruptError(f"{nm} [0x{int(off[k]):x}, 0x{int(ends[k]):x}) overlaps the previous "
+                           f"range (ends at 0x{int(reach[k]):x})", file=file, structure=str(nm),
+                           offset=int(off[k]))
+    has_gap = off > reach
+    last = max(int(ends.max()), start) if n else start
+    has_tail = last < end
+    total = n + int(has_gap.sum()) + int(has_tail)
+    pos = np.arange(n) + np.cumsum(has_gap)  # row k lands after the gaps before it
+    out_off = np.empty(total, np.int64)
+    out_size = np.empty(total, np.int64)
+    out_index = np.full(total, -1, np.int64)
+    out_name = np.empty(total, object)
+    out_kind = np.empty(total, object)
+    out_used = filled(total, "")
+    out_off[pos] = off
+    out_size[pos] = sz
+    out_index[pos] = index[order]
+    out_name[pos] = name[order]
+    out_kind[pos] = kind[order]
+    out_used[pos] = used_by[order]
+    gpos = pos[has_gap] - 1
+    out_off[gpos] = reach[has_gap]
+    out_size[gpos] = off[has_gap] - reach[has_gap]
+    out_name[gpos] = gap[0]
+    out_kind[gpos] = gap[1]
+    if has_tail:
+        out_off[-1] = last
+        out_size[-1] = end - last
+        out_name[-1] = tail[0]
+        out_kind[-1] = tail[1]
+    out_file = filled(total, file)
+    return {"file": out_file, "name": out_name, "kind": out_kind, "offset": out_off,
+            "size": out_size, "index": out_index, "used_by": out_used}
+
+
+def concat_sorted(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Concatenate raw segment columns of several files (each sorted by offset), in file
+    name order."""
     if len(parts) == 1:
         return parts[0]
-    names = list(parts[0])
-    rows = [row for p in parts for row in zip(*(p[n] for n in names))]
-    idx = [names.index(k) for k in keys]
-    rows.sort(key=lambda r: tuple(r[i] for i in idx))
-    return {n: [r[i] for r in rows] for i, n in enumerate(names)}
+    parts = sorted(parts, key=lambda p: p["file"][0] if len(p["file"]) else "")
+    return {c: np.concatenate([p[c] for p in parts]) for c in parts[0]}
+
+
+def segments_frame(raw: dict[str, Any]) -> dict[str, Any]:
+    """The ``segments`` frame's columns (pandas arrays) from raw columns."""
+    from .._cols import align, factorized, ints, strings
+
+    return {
+        "file": strings(raw["file"]), "name": strings(raw["name"]),
+        "kind": factorized(raw["kind"]),
+        "offset": raw["offset"], "size": raw["size"], "align": align(raw["offset"]),
+        "index": ints(raw["index"], raw["index"] < 0), "used_by": strings(raw["used_by"]),
+    }
 
 
 def named_data_role(key: str) -> str:

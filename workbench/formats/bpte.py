@@ -25,7 +25,7 @@ from ..errors import CorruptError, OutOfBoundsError, TruncatedError, Unsupported
 from ..flatbuf import FlatBuffer, Table
 from ..source import Source
 from . import pte
-from ._layout import cover
+from ._layout import cover, segments_frame
 
 __all__ = ["FORMAT", "MAGIC", "detect", "read"]
 
@@ -69,7 +69,8 @@ def read(src: Source) -> Parsed:
                         "program_size_in_bundle": prog_size})
     parsed.info.update({k: v for k, v in inner.info.items() if k not in ("data_files",)})
     parsed.builders.update(inner.builders)
-    parsed.builders["segments"] = lambda: _segments(src, inner, prog_start, prog_size, cases)
+    parsed.builders["segments"] = lambda: segments_frame(
+        _segments(src, inner, prog_start, prog_size, cases))
     parsed.builders["test_cases"] = lambda: _cases_columns(cases, src.path)
     parsed.tensor_frames = ["tensors", "test_cases"]
     parsed.findings = inner.findings  # shared: the inner builders add findings lazily
@@ -142,11 +143,11 @@ def _cases_columns(cases: list[dict[str, Any]], file: str) -> dict[str, list]:
 
 def _segments(src: Source, inner: Parsed, start: int, size: int,
               cases: list[dict[str, Any]]) -> dict[str, list]:
-    cols = inner.builders["segments"]()
+    cols = inner.extra["segments_raw"]()
     rows = [(0, 8, "flatbuffer root", "header", None, "root offset + BP08")]
-    rows += list(zip(cols["offset"], cols["size"],
-                     [f"program: {n}" for n in cols["name"]], cols["kind"], cols["index"],
-                     cols["used_by"]))
+    rows += list(zip(cols["offset"].tolist(), cols["size"].tolist(),
+                     [f"program: {n}" for n in cols["name"].tolist()], cols["kind"].tolist(),
+                     cols["index"].tolist(), cols["used_by"].tolist()))
     for r in cases:
         if r["offset"] is not None:
             rows.append((r["offset"], r["stored"], f"test data {case_name(r)}", "test_data",

@@ -25,13 +25,14 @@ from typing import Any
 
 import numpy as np
 
+from .._cols import align, booleans, categorical, factorized, filled, ints, objects, strings
 from .._vecfb import SlowPath, VecReader, layouts
 from ..artifact import Parsed
 from ..dtypes import SCALAR_TYPES
 from ..errors import CorruptError, OutOfBoundsError, TruncatedError, UnsupportedVersionError
 from ..flatbuf import FlatBuffer, Table
 from ..source import Source
-from ._layout import cover, named_data_role
+from ._layout import cover_arrays, named_data_role, segments_frame
 
 __all__ = ["FORMAT", "MAGIC", "FlatTensorHeader", "detect", "read"]
 
@@ -41,8 +42,9 @@ HEADER_MAGIC = b"FH01"
 HEADER_LENGTH = 40
 #: Try the vectorised path first (tests turn it off to compare with the scalar path).
 FAST = True
-_ENTRY_COLUMNS = ("key", "segment", "offset", "size", "dtype", "shape", "dim_order", "nbytes",
-                  "has_layout")
+#: ScalarType code -> element size / torch dtype name (codes are 0..N-1).
+_ITEMSIZE = np.array([SCALAR_TYPES[c].itemsize for c in range(len(SCALAR_TYPES))], np.int64)
+DTYPE_NAMES = [SCALAR_TYPES[c].name for c in range(len(SCALAR_TYPES))]
 
 
 def detect(head: bytes) -> bool:
@@ -127,13 +129,13 @@ def read(src: Source) -> Parsed:
     try:
         if not FAST:
             raise SlowPath("disabled")
-        segments, cols = _entries_fast(src, fb, root, h)
+        seg_off, seg_size, cols = _entries_fast(src, fb, root, h)
     except SlowPath:
-        segments, cols = _entries_slow(src, root, h)
+        seg_off, seg_size, cols = _entries_slow(src, root, h)
     parsed = Parsed(format=FORMAT, path=src.path, sources={src.path: src})
     parsed.info.update({"version": version, "header": h,
                         "segment_base_offset": h.segment_base_offset})
-    data = PtdData(src.path, h, segments, cols, src.size)
+    data = PtdData(src.path, h, seg_off, seg_size, cols, src.size)
     parsed.builders.update({"segments": data.segments_columns, "tensors": data.tensors_columns,
                             "named_data": data.named_columns})
     parsed.extra["ptd"] = data
@@ -141,7 +143,7 @@ def read(src: Source) -> Parsed:
 
 
 def _entries_slow(src: Source, root: Table, h: FlatTensorHeader
-                  ) -> tuple[list[tuple[int, int]], dict[str, list]]:
+                  ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
     """Segments and named-data entries, one verified table at a time (exact errors)."""
     segments: list[tuple[int, int]] = []
     for k, seg in enumerate(root.tables(1, "segments")):
@@ -152,7 +154,7 @@ def _entries_slow(src: Source, root: Table, h: FlatTensorHeader
                 f"(size 0x{h.segment_data_size:x})",
                 file=src.path, structure=f"FlatTensor.segments[{k}]", offset=seg.pos)
         segments.append((h.segment_base_offset + off, size))
-    entries: list[dict[str, Any]] = []
+    entries: list[tuple] = []
     for nd in root.tables(2, "named_data"):
         key = nd.string(0, "key") or ""
         si = nd.u32(1)
@@ -180,18 +182,26 @@ def _entries_slow(src: Source, root: Table, h: FlatTensorHeader
                     f"tensor of {nbytes} bytes does not fit its {size}-byte segment {si}",
                     file=src.path, structure=f"{nd.path} ({key!r})", offset=off)
             dim_order = tuple(layout.scalars(2, "B", "dim_order"))
-            entries.append({"key": key, "segment": si, "offset": off, "size": size,
-                            "dtype": dt.name, "shape": sizes, "dim_order": dim_order,
-                            "nbytes": nbytes, "has_layout": True})
+            entries.append((key, si, off, size, code, sizes, dim_order, nbytes, True))
         else:
-            entries.append({"key": key, "segment": si, "offset": off, "size": size,
-                            "dtype": "uint8", "shape": (size,), "dim_order": (0,),
-                            "nbytes": size, "has_layout": False})
-    return segments, {c: [e[c] for e in entries] for c in _ENTRY_COLUMNS}
+            entries.append((key, si, off, size, 0, (size,), (0,), size, False))
+    seg_off = np.array([o for o, _ in segments], np.int64)
+    seg_size = np.array([z for _, z in segments], np.int64)
+    if not entries:
+        z = np.zeros(0, np.int64)
+        return seg_off, seg_size, {"key": objects([]), "segment": z, "offset": z, "size": z,
+                                   "code": z, "shape": objects([]), "dim_order": objects([]),
+                                   "nbytes": z, "has_layout": np.zeros(0, bool)}
+    key, seg, off, size, code, shape, dims, nbytes, has = zip(*entries)
+    cols = {"key": objects(key), "segment": np.array(seg, np.int64),
+            "offset": np.array(off, np.int64), "size": np.array(size, np.int64),
+            "code": np.array(code, np.int64), "shape": objects(shape), "dim_order": objects(dims),
+            "nbytes": np.array(nbytes, np.int64), "has_layout": np.array(has, bool)}
+    return seg_off, seg_size, cols
 
 
 def _entries_fast(src: Source, fb: FlatBuffer, root: Table, h: FlatTensorHeader
-                  ) -> tuple[list[tuple[int, int]], dict[str, list]]:
+                  ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
     """The same as :func:`_entries_slow`, vectorised; raises SlowPath on any doubt."""
     vec = VecReader(fb)
     start, n = root.vector(1, 4, "segments")
@@ -201,119 +211,142 @@ def _entries_fast(src: Source, fb: FlatBuffer, root: Table, h: FlatTensorHeader
     if n and (offs.max() >= 1 << 62 or sizes.max() >= 1 << 62
               or (offs + sizes).max() > h.segment_data_size):
         raise SlowPath("segment out of range")
-    base = h.segment_base_offset
-    segments = list(zip((offs.astype(np.int64) + base).tolist(), sizes.astype(np.int64).tolist()))
+    seg_off = offs.astype(np.int64) + h.segment_base_offset
+    seg_size = sizes.astype(np.int64)
     start, n = root.vector(2, 4, "named_data")
     N = vec.table_vector(start, n, "FlatTensor.named_data")
-    key_start, key_len = vec.vectors(N.ref(0), 1)
-    if n and (key_start == 0).any():
+    key_ref = N.ref(0)
+    if n and (key_ref == 0).any():
         raise SlowPath("key missing")
-    if n and (vec.u8[key_start + key_len] != 0).any():
-        raise SlowPath("key not NUL-terminated")
-    buf = fb.buf
-    try:
-        keys = [str(buf[a:a + b], "utf-8") for a, b in zip(key_start.tolist(), key_len.tolist())]
-    except UnicodeDecodeError:
-        raise SlowPath("bad UTF-8") from None
-    seg_idx = N.scalar(1, "<u4")
-    if n and seg_idx.max() >= len(segments):
+    keys = vec.strings(key_ref)
+    seg_idx = N.scalar(1, "<u4").astype(np.int64)
+    if n and seg_idx.max() >= len(seg_off):
         raise SlowPath("segment index out of range")
     lay_ref = N.ref(2)
     has = lay_ref > 0
     L = vec.tables(lay_ref[has], "TensorLayout")
-    codes, shapes, dims, numel = layouts(L, 0, 1, 2, SCALAR_TYPES)
-    seg_off = np.array([o for o, _ in segments], dtype=np.int64)
-    seg_size = np.array([z for _, z in segments], dtype=np.int64)
-    off_col = seg_off[seg_idx].tolist() if n else []
-    size_col = seg_size[seg_idx].tolist() if n else []
-    rows = np.flatnonzero(has).tolist()
-    itemsize = np.array([SCALAR_TYPES[c].itemsize for c in codes], dtype=np.int64)
-    nb_layout = (numel * itemsize).tolist()
-    dtype = ["uint8"] * n
-    shape = [(z,) for z in size_col]
-    dim_order = [(0,)] * n
-    nbytes = list(size_col)
-    has_layout = [False] * n
-    names = {c: SCALAR_TYPES[c].name for c in set(codes)}
-    for k, r in enumerate(rows):
-        if nb_layout[k] > size_col[r]:
-            raise SlowPath("tensor larger than its segment")
-        dtype[r] = names[codes[k]]
-        shape[r] = shapes[k]
-        dim_order[r] = dims[k]
-        nbytes[r] = nb_layout[k]
-        has_layout[r] = True
-    cols = {"key": keys, "segment": seg_idx.tolist(), "offset": off_col, "size": size_col,
-            "dtype": dtype, "shape": shape, "dim_order": dim_order, "nbytes": nbytes,
-            "has_layout": has_layout}
-    return segments, cols
+    codes, shapes, _, dims, numel = layouts(L, 0, 1, 2, SCALAR_TYPES)
+    size_col = seg_size[seg_idx]
+    rows = np.flatnonzero(has)
+    nb_layout = numel * _ITEMSIZE[codes]
+    if (nb_layout > size_col[rows]).any():
+        raise SlowPath("tensor larger than its segment")
+    code = np.zeros(n, np.int64)
+    code[rows] = codes
+    nbytes = size_col.copy()
+    nbytes[rows] = nb_layout
+    shape = np.empty(n, object)
+    dim_order = np.empty(n, object)
+    shape[rows] = shapes
+    dim_order[rows] = dims
+    raw = (0,)
+    for k, z in zip(np.flatnonzero(~has).tolist(), size_col[~has].tolist()):
+        shape[k] = (z,)
+        dim_order[k] = raw
+    cols = {"key": keys, "segment": seg_idx, "offset": seg_off[seg_idx], "size": size_col,
+            "code": code, "shape": shape, "dim_order": dim_order, "nbytes": nbytes,
+            "has_layout": has}
+    return seg_off, seg_size, cols
 
 
 class PtdData:
-    """Plain records of one ``.ptd``: used for its own frames and to resolve a .pte's keys.
+    """Columns of one ``.ptd``: used for its own frames and to resolve a .pte's keys.
 
-    ``cols`` holds one list per entry field (key, segment, offset, size, dtype, shape,
-    dim_order, nbytes, has_layout); ``entries``/``by_key`` are dict views built on demand.
+    ``cols`` holds one array per entry field: key (object), segment, offset, size, code
+    (ScalarType; 0 = uint8 for entries without a layout), shape and dim_order (object
+    arrays of tuples), nbytes, has_layout.
     """
 
-    def __init__(self, path: str, header: FlatTensorHeader, segments: list[tuple[int, int]],
-                 cols: dict[str, list], size: int) -> None:
+    def __init__(self, path: str, header: FlatTensorHeader, seg_off: np.ndarray,
+                 seg_size: np.ndarray, cols: dict[str, Any], size: int) -> None:
         self.path = path
         self.header = header
-        self.segments = segments
+        self.seg_off = seg_off
+        self.seg_size = seg_size
         self.cols = cols
         self.size = size
 
     @cached_property
-    def entries(self) -> list[dict[str, Any]]:
-        """One dict per named-data entry."""
-        names = list(self.cols)
-        return [dict(zip(names, row)) for row in zip(*self.cols.values())]
+    def by_key(self) -> dict[str, int]:
+        """key -> row of its entry (the first one when a key repeats)."""
+        keys = self.cols["key"].tolist()
+        n = len(keys)
+        return dict(zip(reversed(keys), range(n - 1, -1, -1)))
 
-    @cached_property
-    def by_key(self) -> dict[str, dict[str, Any]]:
-        """key -> entry (the first one when a key repeats)."""
-        out: dict[str, dict[str, Any]] = {}
-        for e in self.entries:
-            out.setdefault(e["key"], e)
-        return out
+    def fits(self, row: int, dtype: str, shape: tuple, nbytes: int) -> bool:
+        """Entry ``row`` can hold a tensor of this dtype/shape (same layout when the entry
+        stores one, else at least ``nbytes`` bytes)."""
+        c = self.cols
+        if c["has_layout"][row]:
+            return SCALAR_TYPES[int(c["code"][row])].name == dtype and c["shape"][row] == shape
+        return int(c["size"][row]) >= nbytes
 
-    def segments_columns(self) -> dict[str, list]:
+    def segments_raw(self) -> dict[str, Any]:
+        """Raw segment columns (see :mod:`workbench.formats._layout`)."""
         h = self.header
-        rows: list[tuple] = [
-            (0, 8, "flatbuffer root", "header", None, "root offset + FT01"),
-            (8, h.length, "FlatTensor header", "header", None, "FH01"),
-            (8 + h.flatbuffer_offset, h.flatbuffer_size - 8, "FlatTensor", "flatbuffer", None, ""),
-        ]
-        users: dict[int, list[str]] = {}
-        for si, key in zip(self.cols["segment"], self.cols["key"]):
-            users.setdefault(si, []).append(key)
-        for i, (off, size) in enumerate(self.segments):
-            keys = users.get(i, [])
-            if keys:
-                name = keys[0] + (f" (+{len(keys) - 1} more)" if len(keys) > 1 else "")
-            else:
-                name = f"segment {i}"
-            rows.append((off, size, name, "named_data" if keys else "unused", i, "; ".join(keys)))
-        return cover(rows, self.path, 0, self.size)
+        c = self.cols
+        nseg = len(self.seg_off)
+        name = np.empty(nseg, object)
+        used = filled(nseg, "")
+        kind = filled(nseg, "unused")
+        if len(c["key"]):
+            order = np.argsort(c["segment"], kind="stable")
+            segs = c["segment"][order]
+            keys = c["key"][order]
+            first = np.flatnonzero(np.r_[True, segs[1:] != segs[:-1]])
+            counts = np.diff(np.r_[first, len(segs)])
+            heads = segs[first]
+            kind[heads] = "named_data"
+            single = counts == 1
+            name[heads[single]] = keys[first[single]]
+            used[heads[single]] = keys[first[single]]
+            for si, f, k in zip(heads[~single].tolist(), first[~single].tolist(),
+                                counts[~single].tolist()):
+                group = keys[f:f + k].tolist()
+                name[si] = f"{group[0]} (+{k - 1} more)"
+                used[si] = "; ".join(group)
+        for i in np.flatnonzero(np.equal(name, None)).tolist():
+            name[i] = f"segment {i}"
+        head = [(0, 8, "flatbuffer root", "header", -1, "root offset + FT01"),
+                (8, h.length, "FlatTensor header", "header", -1, "FH01"),
+                (8 + h.flatbuffer_offset, h.flatbuffer_size - 8, "FlatTensor", "flatbuffer", -1,
+                 "")]
+        ho, hs, hn, hk, hi, hu = zip(*head)
+        return cover_arrays(
+            self.path, 0, self.size,
+            np.concatenate([np.array(ho, np.int64), self.seg_off]),
+            np.concatenate([np.array(hs, np.int64), self.seg_size]),
+            np.concatenate([objects(hn), name]), np.concatenate([objects(hk), kind]),
+            np.concatenate([np.array(hi, np.int64), np.arange(nseg, dtype=np.int64)]),
+            np.concatenate([objects(hu), used]))
 
-    def tensors_columns(self) -> dict[str, list]:
+    def segments_columns(self) -> dict[str, Any]:
+        return segments_frame(self.segments_raw())
+
+    def tensors_columns(self) -> dict[str, Any]:
         c = self.cols
         n = len(c["key"])
+        off = c["offset"]
         return {
-            "name": c["key"], "dtype": c["dtype"], "shape": c["shape"], "nbytes": c["nbytes"],
-            "storage": ["named_data"] * n, "file": [self.path] * n, "offset": c["offset"],
-            "align": [o & -o if o else None for o in c["offset"]],
-            "dim_order": c["dim_order"], "segment": c["segment"], "has_layout": c["has_layout"],
+            "name": strings(c["key"]), "dtype": categorical(c["code"], DTYPE_NAMES),
+            "shape": c["shape"], "nbytes": c["nbytes"],
+            "storage": categorical(np.zeros(n, np.int64), ["named_data"]),
+            "file": strings(filled(n, self.path)), "offset": ints(off),
+            "align": align(off), "dim_order": c["dim_order"], "segment": ints(c["segment"]),
+            "has_layout": booleans(c["has_layout"]),
         }
 
-    def named_columns(self) -> dict[str, list]:
+    def named_columns(self) -> dict[str, Any]:
         c = self.cols
         n = len(c["key"])
+        off = c["offset"]
+        role = filled(n, "tensor")
+        for k in np.flatnonzero(~c["has_layout"]).tolist():
+            role[k] = named_data_role(c["key"][k])
         return {
-            "key": c["key"], "segment": c["segment"], "file": [self.path] * n,
-            "offset": c["offset"], "size": c["size"],
-            "align": [o & -o if o else None for o in c["offset"]],
-            "has_layout": c["has_layout"],
-            "role": ["tensor" if h else named_data_role(k) for k, h in zip(c["key"], c["has_layout"])],
+            "key": strings(c["key"]), "segment": c["segment"],
+            "file": strings(filled(n, self.path)), "offset": off,
+            "size": c["size"], "align": align(off), "has_layout": booleans(c["has_layout"]),
+            "role": factorized(role),
         }
+

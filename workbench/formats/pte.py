@@ -31,14 +31,15 @@ from typing import Any
 
 import numpy as np
 
+from .._cols import align, booleans, categorical, factorized, filled, ints, objects, strings
 from .._fmt import align_of
-from .._vecfb import SlowPath, VecReader, layouts
+from .._vecfb import SlowPath, VecReader, groups, layouts
 from ..artifact import Parsed
 from ..dtypes import SCALAR_TYPES
 from ..errors import CorruptError, OutOfBoundsError, TruncatedError, UnsupportedVersionError
 from ..flatbuf import FlatBuffer, Table
 from ..source import Source
-from ._layout import concat_sorted, cover, named_data_role
+from ._layout import concat_sorted, cover, named_data_role, segments_frame
 
 FORMAT = "pte"
 MAGIC = b"ET12"
@@ -68,6 +69,70 @@ _I64 = struct.Struct("<q").unpack_from
 _U64 = struct.Struct("<Q").unpack_from
 _B = struct.Struct("<B").unpack_from
 _b = struct.Struct("<b").unpack_from
+
+#: tensors.storage values of a program, by code (the columns keep int8 codes).
+STORAGES = ("segment", "inline", "external", "named_data", "mutable", "planned", "unallocated")
+_STORAGE_CODE = {name: k for k, name in enumerate(STORAGES)}
+_SEGMENT, _INLINE, _EXTERNAL, _NAMED, _MUTABLE, _PLANNED, _UNALLOCATED = range(len(STORAGES))
+_CONSTANT_STORAGES = (_SEGMENT, _INLINE, _EXTERNAL)
+#: ScalarType code -> element size / dtype name (codes are 0..N-1).
+_ITEMSIZE = np.array([SCALAR_TYPES[c].itemsize for c in range(len(SCALAR_TYPES))], np.int64)
+_DTYPE_NAMES = [SCALAR_TYPES[c].name for c in range(len(SCALAR_TYPES))]
+#: TensorShapeDynamism by code (a u8; unknown codes are shown as their number).
+_DYNAMISM_NAMES = [*SHAPE_DYNAMISM, *(str(d) for d in range(len(SHAPE_DYNAMISM), 256))]
+
+
+#: Columns of a program's tensors frame.
+_TENSOR_COLUMNS = ("name", "dtype", "shape", "nbytes", "storage", "file", "offset", "align",
+                   "method", "value", "fqn", "dim_order", "segment", "data_buffer_idx", "mem_id",
+                   "mem_offset", "shape_dynamism", "requires_grad", "has_layout", "missing",
+                   "used_by")
+
+
+class _Tensors:
+    """The tensor values of one method as columns (numpy arrays; ``-1`` = none).
+
+    ``value`` (index in the value table), ``fqn`` (object: str or None), ``code`` (ScalarType),
+    ``shape``/``dim_order`` (object arrays of tuples), ``shape_id`` (equal ids <=> equal
+    shapes), ``nbytes``, ``storage`` (code into :data:`STORAGES`), ``offset`` (absolute),
+    ``segment``, ``dbi`` (data_buffer_idx), ``mem_id``, ``mem_off``, ``dyn`` (shape
+    dynamism code), ``rg`` (requires_grad).
+    """
+
+    __slots__ = ("code", "dbi", "dim_order", "dyn", "fqn", "mem_id", "mem_off", "nbytes",
+                 "offset", "rg", "segment", "shape", "shape_id", "storage", "value")
+
+    def __init__(self, **cols: np.ndarray) -> None:
+        for name in self.__slots__:
+            setattr(self, name, cols[name])
+
+    def __len__(self) -> int:
+        return len(self.value)
+
+    @classmethod
+    def from_records(cls, records: list[tuple]) -> _Tensors:
+        """From the scalar path's records (see :meth:`_ProgramReader._place`)."""
+        i64 = np.int64
+        if not records:
+            z = np.zeros(0, i64)
+            return cls(value=z, fqn=objects([]), code=z, shape=objects([]), shape_id=z,
+                       dim_order=objects([]), nbytes=z, storage=np.zeros(0, np.int8), offset=z,
+                       segment=z, dbi=z, mem_id=z, mem_off=z, dyn=z, rg=np.zeros(0, bool))
+        (_, value, fqn, code, shape, dims, nbytes, storage, offset, segment, dbi, mem_id,
+         mem_off, dyn, rg) = zip(*records)
+        ids: dict[tuple, int] = {}
+        shape_id = [ids.setdefault(sh, len(ids)) for sh in shape]
+
+        def opt(col: tuple) -> np.ndarray:
+            return np.array([-1 if x is None else x for x in col], i64)
+
+        return cls(value=np.array(value, i64), fqn=objects(fqn), code=np.array(code, i64),
+                   shape=objects(shape), shape_id=np.array(shape_id, i64),
+                   dim_order=objects(dims), nbytes=np.array(nbytes, i64),
+                   storage=np.array([_STORAGE_CODE[x] for x in storage], np.int8),
+                   offset=opt(offset), segment=opt(segment), dbi=np.array(dbi, i64),
+                   mem_id=opt(mem_id), mem_off=opt(mem_off), dyn=np.array(dyn, i64),
+                   rg=np.array(rg, bool))
 
 
 def detect(head: bytes) -> bool:
@@ -367,7 +432,7 @@ class _ProgramReader:
         }
 
     # -- values and instructions: a vectorised fast path and the scalar verifying path ----------
-    def _values_slow(self, m: int, plan: Table) -> tuple[np.ndarray, np.ndarray, list[tuple]]:
+    def _values_slow(self, m: int, plan: Table) -> tuple[np.ndarray, np.ndarray, _Tensors]:
         vtypes, vpos, tensors = [], [], []
         for i, v in enumerate(plan.tables(2, "values")):
             t, tab = v.union(0, len(VALUE_TYPES), "val")
@@ -375,9 +440,9 @@ class _ProgramReader:
             vpos.append(tab.pos if tab is not None else 0)
             if t == _TENSOR and tab is not None:
                 tensors.append(self._tensor(m, i, tab))
-        return np.array(vtypes, np.int64), np.array(vpos, np.int64), tensors
+        return np.array(vtypes, np.int64), np.array(vpos, np.int64), _Tensors.from_records(tensors)
 
-    def _values_fast(self, m: int, plan: Table) -> tuple[np.ndarray, np.ndarray, list[tuple]]:
+    def _values_fast(self, m: int, plan: Table) -> tuple[np.ndarray, np.ndarray, _Tensors]:
         start, n = plan.vector(2, 4, "values")
         path = f"{plan.path}.values"
         vec = self.vec
@@ -389,96 +454,90 @@ class _ProgramReader:
         tidx = np.flatnonzero(vtypes == _TENSOR)
         return vtypes, vpos, self._tensors_fast(m, tidx, vpos[tidx], path)
 
-    def _tensors_fast(self, m: int, tidx: np.ndarray, tpos: np.ndarray, path: str) -> list[tuple]:
+    def _tensors_fast(self, m: int, tidx: np.ndarray, tpos: np.ndarray, path: str) -> _Tensors:
         vec = self.vec
         T = vec.tables(tpos, path)
-        codes, shapes, dims, numel = layouts(T, 0, 2, 3, SCALAR_TYPES)
-        dbis = T.scalar(5, "<u4").tolist()
-        rgs = T.scalar(4, "u1").tolist()
-        dyns = T.scalar(8, "u1").tolist()
+        codes, shapes, shape_ids, dims, numel = layouts(T, 0, 2, 3, SCALAR_TYPES)
+        n = len(tpos)
+        dbi = T.scalar(5, "<u4").astype(np.int64)
+        rg = T.scalar(4, "u1") != 0
+        dyn = T.scalar(8, "u1").astype(np.int64)
         alloc_ref = T.ref(6)
         has_alloc = alloc_ref > 0
         A = vec.tables(alloc_ref[has_alloc], f"{path}.allocation_info")
-        mem_ids = [None] * len(tpos)
-        mem_offs = [None] * len(tpos)
+        mem_id = np.full(n, -1, np.int64)
+        mem_off = np.full(n, -1, np.int64)
         if len(A.pos):
-            where = np.flatnonzero(has_alloc).tolist()
-            ids = A.scalar(0, "<u4").tolist()
             high = A.scalar(2, "<u4").astype(np.int64)
-            if len(high) and high.max() >= 1 << 30:
+            if high.max() >= 1 << 30:
                 raise SlowPath("memory offset beyond 2**62")
-            offs = A.scalar(1, "<u4").astype(np.int64) | (high << 32)
-            for w, a, o in zip(where, ids, offs.tolist()):
-                mem_ids[w] = a
-                mem_offs[w] = o
+            mem_id[has_alloc] = A.scalar(0, "<u4")
+            mem_off[has_alloc] = A.scalar(1, "<u4").astype(np.int64) | (high << 32)
         extra_ref = T.ref(9)
         has_extra = extra_ref > 0
-        fqns: list[str | None] = [None] * len(tpos)
-        locs = [0] * len(tpos)
-        muts: list[int | None] = [None] * len(tpos)
+        fqn = filled(n, None)
+        loc = np.zeros(n, np.int64)
+        mut_present = np.zeros(n, bool)
+        mut = np.zeros(n, np.uint64)
         if has_extra.any():
             E = vec.tables(extra_ref[has_extra], f"{path}.extra_tensor_info")
-            where = np.flatnonzero(has_extra).tolist()
-            loc = E.scalar(2, "u1").tolist()
-            if any(x >= len(TENSOR_DATA_LOCATIONS) for x in loc):
+            lc = E.scalar(2, "u1").astype(np.int64)
+            if (lc >= len(TENSOR_DATA_LOCATIONS)).any():
                 raise SlowPath("bad location")
-            mut_present = (E.field(0, 8) > 0).tolist()
-            mut = E.scalar(0, "<u8").tolist()
-            fref = E.ref(1).tolist()
-            fb = self.fb
-            for k, w in enumerate(where):
-                locs[w] = loc[k]
-                if mut_present[k]:
-                    muts[w] = mut[k]
-                if fref[k]:
-                    try:
-                        fqns[w] = fb.string_at(fref[k], "fully_qualified_name")
-                    except Exception as e:
-                        raise SlowPath(str(e)) from None
-        n = len(tidx)
-        values = tidx.tolist()
-        item = np.array([SCALAR_TYPES[c].itemsize for c in codes], np.int64)
-        nbytes = (numel * item).tolist()
-        storage = ["unallocated"] * n
-        offsets: list[int | None] = [None] * n
-        segments: list[int | None] = [None] * n
-        loc_a = np.array(locs, dtype=np.int64) if n else np.zeros(0, np.int64)
-        dbi_a = np.array(dbis, dtype=np.int64) if n else np.zeros(0, np.int64)
-        ext = loc_a == 1
-        for k in np.flatnonzero(ext).tolist():
-            storage[k] = "external"
+            loc[has_extra] = lc
+            mut_present[has_extra] = E.field(0, 8) > 0
+            mut[has_extra] = E.scalar(0, "<u8")
+            fqn[has_extra] = vec.strings(E.ref(1))
+        nbytes = numel * _ITEMSIZE[codes]
+        storage = np.full(n, _UNALLOCATED, np.int8)
+        offset = np.full(n, -1, np.int64)
+        segment = np.full(n, -1, np.int64)
+        ext = loc == 1
+        storage[ext] = _EXTERNAL
         planned = ~ext & has_alloc
-        mutable = planned & (dbi_a > 0) if self.mutable_segments else np.zeros(n, bool)
-        for k in np.flatnonzero(planned & ~mutable).tolist():
-            storage[k] = "planned"
-        const = ~ext & ~has_alloc & (dbi_a > 0)
+        mutable = planned & (dbi > 0) if self.mutable_segments else np.zeros(n, bool)
+        storage[planned & ~mutable] = _PLANNED
+        const = ~ext & ~has_alloc & (dbi > 0)
         cs = self.constant_segment
         slow = np.flatnonzero(mutable).tolist()
         if const.any():
             if cs is not None and len(cs[1]):
                 where = np.flatnonzero(const)
-                idx = dbi_a[where]
+                idx = dbi[where]
                 if idx.max() >= len(cs[1]):
                     raise SlowPath("data_buffer_idx out of range")
-                table = np.array(cs[1], dtype=np.uint64)
+                table = self._constant_offsets()
                 if table.max() >= 1 << 62:
                     raise SlowPath("absurd offset")
-                offs = (table[idx].astype(np.int64) + cs[2]).tolist()
-                for k, o in zip(where.tolist(), offs):
-                    if o + nbytes[k] > self.end:
-                        raise SlowPath("tensor data past the end")
-                    storage[k] = "segment"
-                    offsets[k] = o
-                    segments[k] = cs[0]
+                offs = table[idx].astype(np.int64) + cs[2]
+                if (offs + nbytes[where] > self.end).any():
+                    raise SlowPath("tensor data past the end")
+                storage[where] = _SEGMENT
+                offset[where] = offs
+                segment[where] = cs[0]
             else:
                 slow += np.flatnonzero(const).tolist()
-        records = list(zip([m] * n, values, fqns, codes, shapes, dims, nbytes, storage, offsets,
-                           segments, dbis, mem_ids, mem_offs, dyns, [bool(x) for x in rgs]))
+        values = np.asarray(tidx, np.int64)
         for k in slow:  # mutable and legacy inline tensors: rare, placed one by one
-            records[k] = self._place(m, values[k], fqns[k], codes[k], shapes[k], dims[k], dbis[k],
-                                     mem_ids[k], mem_offs[k], locs[k], muts[k], dyns[k],
-                                     bool(rgs[k]), None)
-        return records
+            r = self._place(m, int(values[k]), fqn[k], int(codes[k]), shapes[k], dims[k],
+                            int(dbi[k]), int(mem_id[k]) if mem_id[k] >= 0 else None,
+                            int(mem_off[k]) if mem_off[k] >= 0 else None, int(loc[k]),
+                            int(mut[k]) if mut_present[k] else None, int(dyn[k]), bool(rg[k]),
+                            None)
+            nbytes[k] = r[6]
+            storage[k] = _STORAGE_CODE[r[7]]
+            offset[k] = -1 if r[8] is None else r[8]
+            segment[k] = -1 if r[9] is None else r[9]
+        return _Tensors(value=values, fqn=fqn, code=codes, shape=shapes, shape_id=shape_ids,
+                        dim_order=dims, nbytes=nbytes, storage=storage, offset=offset,
+                        segment=segment, dbi=dbi, mem_id=mem_id, mem_off=mem_off, dyn=dyn, rg=rg)
+
+    def _constant_offsets(self) -> np.ndarray:
+        """The constant segment's offsets table as uint64 (made once)."""
+        table = getattr(self, "_cs_table", None)
+        if table is None:
+            table = self._cs_table = np.array(self.constant_segment[1], dtype=np.uint64)
+        return table
 
     def _instructions_slow(self, plan: Table) -> tuple:
         chains = plan.tables(5, "chains")
@@ -674,17 +733,14 @@ class _ProgramReader:
 
     def _external_wants(self) -> dict[str, tuple[str, tuple, int]]:
         """fqn -> (dtype name, shape, nbytes) of every external tensor of the program."""
-        return {r[2]: (SCALAR_TYPES[r[3]].name, tuple(r[4]), r[6])
-                for plan in self.methods for r in plan["tensors"]
-                if r[7] == "external" and r[2] is not None}
-
-    @staticmethod
-    def _fits(entry: dict[str, Any], want: tuple[str, tuple, int]) -> bool:
-        """A data-file entry can hold an external tensor: same dtype and shape when the entry
-        stores a layout, else at least as many bytes."""
-        if entry["has_layout"]:
-            return entry["dtype"] == want[0] and tuple(entry["shape"]) == want[1]
-        return entry["size"] >= want[2]
+        out: dict[str, tuple[str, tuple, int]] = {}
+        for plan in self.methods:
+            t = plan["tensors"]
+            for k in np.flatnonzero(t.storage == _EXTERNAL).tolist():
+                fqn = t.fqn[k]
+                if fqn is not None:
+                    out[fqn] = (_DTYPE_NAMES[t.code[k]], t.shape[k], int(t.nbytes[k]))
+        return out
 
     def attach(self, data: Sequence[Parsed], siblings: Iterable[Parsed]) -> None:
         """Choose the ``.ptd`` files that hold this program's external data.
@@ -699,8 +755,9 @@ class _ProgramReader:
         hex_wanted = set(self._hex_keys()) - own
 
         def resolves(p: Parsed) -> set[str]:
-            by_key = p.extra["ptd"].by_key
-            hits = {k for k, w in wants.items() if k in by_key and self._fits(by_key[k], w)}
+            ptd = p.extra["ptd"]
+            by_key = ptd.by_key
+            hits = {k for k, w in wants.items() if k in by_key and ptd.fits(by_key[k], *w)}
             return hits | (hex_wanted & set(by_key))
 
         self.data = list(data)
@@ -735,7 +792,7 @@ class _ProgramReader:
             "extended_header": self.header,
         })
         p.builders.update({
-            "segments": self._segments_columns,
+            "segments": lambda: segments_frame(self._segments_raw()),
             "tensors": self._tensors_columns,
             "methods": self._methods_columns,
             "values": self._values_columns,
@@ -744,6 +801,7 @@ class _ProgramReader:
             "named_data": self._named_columns,
             "memory_plan": self._memory_plan_columns,
         })
+        p.extra["segments_raw"] = self._segments_raw
         p.findings = self.findings  # shared: frame builders add findings lazily
         return p
 
@@ -763,7 +821,8 @@ class _ProgramReader:
             uses.setdefault(si, []).append(("named_data", key))
         return uses
 
-    def _segments_columns(self) -> dict[str, list]:
+    def _segments_raw(self) -> dict[str, Any]:
+        """Raw segment columns of the program and its data files (see ``_layout``)."""
         rows: list[tuple] = []  # (offset, size, name, kind, index, used_by)
         s = self.start
         rows.append((s, 8, "flatbuffer root", "header", None, "root offset + ET12"))
@@ -789,112 +848,154 @@ class _ProgramReader:
                 name = f"segment {i}"
             rows.append((off, size, name, kind, i, "; ".join(lbl for _, lbl in u)))
         parts = [cover(rows, self.file, self.start, self.end)]
-        parts.extend(d.extra["ptd"].segments_columns() for d in self.data)
-        return concat_sorted(parts, ("file", "offset"))
+        parts.extend(d.extra["ptd"].segments_raw() for d in self.data)
+        return concat_sorted(parts)
 
-    def _tensors_columns(self) -> dict[str, list]:
-        cols: dict[str, list] = {c: [] for c in (
-            "name", "dtype", "shape", "nbytes", "storage", "file", "offset", "align", "method",
-            "value", "fqn", "dim_order", "segment", "data_buffer_idx", "mem_id", "mem_offset",
-            "shape_dynamism", "requires_grad", "has_layout", "missing", "used_by")}
-        file = self.file
-        by_key: dict[str, list[tuple[str, dict[str, Any]]]] = {}
-        for d in self.data:
-            for key, entry in d.extra["ptd"].by_key.items():
-                by_key.setdefault(key, []).append((d.path, entry))
+    def _tensors_columns(self) -> dict[str, Any]:
         wants = self._external_wants()
-        matched: set[tuple[str, str]] = set()
-        dnames = {c: d.name for c, d in SCALAR_TYPES.items()}
-        for plan in self.methods:
-            records = plan["tensors"]
-            if not records:
+        matched: dict[str, set[str]] = {}  # data file -> keys claimed by external tensors
+        datas = [(d.path, d.extra["ptd"]) for d in self.data]
+        parts: list[dict[str, Any]] = []
+        for m, plan in enumerate(self.methods):
+            t = plan["tensors"]
+            n = len(t)
+            if not n:
                 continue
-            mname = plan["name"]
-            (_, values, fqns, codes, sizes, dims, nbytes, storage, offsets, segments, dbis,
-             mem_ids, mem_offs, dyns, rgs) = (list(c) for c in zip(*records))
-            n = len(records)
-            files = [file if o is not None else None for o in offsets]
-            missing: list[bool | None] = [None] * n
-            if "external" in storage:
-                for k in range(n):
-                    if storage[k] != "external":
-                        continue
-                    fqn = fqns[k]
-                    hit = None
-                    if fqn is not None:  # the first data file whose entry fits the tensor
-                        hit = next((h for h in by_key.get(fqn, ()) if self._fits(h[1], wants[fqn])),
-                                   None)
-                    missing[k] = hit is None
-                    if hit is None:
-                        if fqn in by_key:
-                            self.findings.append({
-                                "severity": "warning", "structure": f"tensor {fqn!r}",
-                                "offset": None, "message": "data files hold this key with another "
-                                f"dtype/shape: {sorted({f for f, _ in by_key[fqn]})}"})
-                        continue
-                    tfile, entry = hit
-                    matched.add((tfile, fqn))
-                    if nbytes[k] > entry["size"]:
+            offset = t.offset.copy()
+            segment = t.segment.copy()
+            files = filled(n, None)
+            files[offset >= 0] = self.file
+            missing = np.full(n, -1, np.int8)  # -1: not external
+            for k in np.flatnonzero(t.storage == _EXTERNAL).tolist():
+                fqn = t.fqn[k]
+                hit = None
+                if fqn is not None:  # the first data file whose entry fits the tensor
+                    want = wants[fqn]
+                    for path, ptd in datas:
+                        row = ptd.by_key.get(fqn)
+                        if row is not None and ptd.fits(row, *want):
+                            hit = (path, ptd, row)
+                            break
+                missing[k] = hit is None
+                if hit is None:
+                    holders = sorted({path for path, ptd in datas if fqn in ptd.by_key})
+                    if holders:
                         self.findings.append({
-                            "severity": "error", "structure": f"tensor {fqn!r}",
-                            "offset": entry["offset"], "message": f"{nbytes[k]} bytes expected "
-                            f"but the data file holds {entry['size']}"})
-                        missing[k] = True
-                        continue
-                    files[k], offsets[k], segments[k] = tfile, entry["offset"], entry["segment"]
-            cols["name"] += [f if f is not None else f"{mname}/{v}" for f, v in zip(fqns, values)]
-            cols["dtype"] += [dnames[c] for c in codes]
-            cols["shape"] += sizes
-            cols["nbytes"] += nbytes
-            cols["storage"] += storage
-            cols["file"] += files
-            cols["offset"] += offsets
-            cols["align"] += [o & -o if o else None for o in offsets]
-            cols["method"] += [mname] * n
-            cols["value"] += values
-            cols["fqn"] += fqns
-            cols["dim_order"] += dims
-            cols["segment"] += segments
-            cols["data_buffer_idx"] += dbis
-            cols["mem_id"] += mem_ids
-            cols["mem_offset"] += mem_offs
-            cols["shape_dynamism"] += [SHAPE_DYNAMISM[d] if d < 3 else str(d) for d in dyns]
-            cols["requires_grad"] += rgs
-            cols["has_layout"] += [None] * n
-            cols["missing"] += missing
-            cols["used_by"] += [None] * n
+                            "severity": "warning", "structure": f"tensor {fqn!r}",
+                            "offset": None, "message": "data files hold this key with another "
+                            f"dtype/shape: {holders}"})
+                    continue
+                path, ptd, row = hit
+                matched.setdefault(path, set()).add(fqn)
+                entry_off = int(ptd.cols["offset"][row])
+                entry_size = int(ptd.cols["size"][row])
+                if t.nbytes[k] > entry_size:
+                    self.findings.append({
+                        "severity": "error", "structure": f"tensor {fqn!r}",
+                        "offset": entry_off, "message": f"{int(t.nbytes[k])} bytes expected "
+                        f"but the data file holds {entry_size}"})
+                    missing[k] = 1
+                    continue
+                files[k], offset[k], segment[k] = path, entry_off, int(ptd.cols["segment"][row])
+            parts.append({
+                "name": self._names(m), "code": t.code, "shape": t.shape, "nbytes": t.nbytes,
+                "storage": t.storage, "file": files, "offset": offset,
+                "method": np.full(n, m, np.int64), "value": t.value, "fqn": t.fqn,
+                "dim_order": t.dim_order, "segment": segment, "dbi": t.dbi, "mem_id": t.mem_id,
+                "mem_off": t.mem_off, "dyn": t.dyn, "rg": t.rg.astype(np.int8),
+                "has_layout": np.full(n, -1, np.int8), "missing": missing,
+                "used_by": filled(n, None)})
         # Named data: raw bytes in the .pte (no layout stored), then data-file entries that
         # no external tensor claimed (e.g. XNNPACK weights), with their layout when stored.
-        for e in self._named_entries():
-            if (e["file"], e["key"]) in matched:
-                continue
-            cols["name"].append(e["key"])
-            cols["dtype"].append(e["dtype"])
-            cols["shape"].append(e["shape"])
-            cols["nbytes"].append(e["nbytes"])
-            cols["storage"].append("named_data")
-            cols["file"].append(e["file"])
-            cols["offset"].append(e["offset"])
-            cols["align"].append(align_of(e["offset"]))
-            for c in ("method", "value", "fqn", "mem_id", "mem_offset", "shape_dynamism",
-                      "requires_grad", "data_buffer_idx", "missing"):
-                cols[c].append(None)
-            cols["dim_order"].append(e["dim_order"])
-            cols["segment"].append(e["segment"])
-            cols["has_layout"].append(e["has_layout"])
-            cols["used_by"].append("; ".join(self.key_users.get(e["key"], ())) or None)
-        return cols
+        for e in self._named_parts():
+            claimed = matched.get(e.pop("file_path"))
+            if claimed:
+                keep = np.array([k not in claimed for k in e["key"].tolist()], bool)
+                e = {c: v[keep] for c, v in e.items()}
+            n = len(e["key"])
+            none = np.full(n, -1, np.int64)
+            parts.append({
+                "name": e["key"], "code": e["code"], "shape": e["shape"], "nbytes": e["nbytes"],
+                "storage": np.full(n, _NAMED, np.int8), "file": e["file"],
+                "offset": e["offset"], "method": none, "value": none,
+                "fqn": filled(n, None), "dim_order": e["dim_order"],
+                "segment": e["segment"], "dbi": none, "mem_id": none, "mem_off": none,
+                "dyn": none, "rg": np.full(n, -1, np.int8),
+                "has_layout": e["has_layout"].astype(np.int8), "missing": np.full(n, -1, np.int8),
+                "used_by": self._users(e["key"])})
+        if not parts:
+            return {name: [] for name in _TENSOR_COLUMNS}
+        c = parts[0] if len(parts) == 1 else {k: np.concatenate([p[k] for p in parts])
+                                              for k in parts[0]}
+        off = c["offset"]
+        return {
+            "name": strings(c["name"]), "dtype": categorical(c["code"], _DTYPE_NAMES),
+            "shape": c["shape"], "nbytes": c["nbytes"],
+            "storage": categorical(c["storage"], STORAGES), "file": strings(c["file"]),
+            "offset": ints(off, off < 0), "align": align(off, off < 0),
+            "method": categorical(c["method"], [p["name"] for p in self.methods]),
+            "value": ints(c["value"], c["value"] < 0), "fqn": strings(c["fqn"]),
+            "dim_order": c["dim_order"], "segment": ints(c["segment"], c["segment"] < 0),
+            "data_buffer_idx": ints(c["dbi"], c["dbi"] < 0),
+            "mem_id": ints(c["mem_id"], c["mem_id"] < 0),
+            "mem_offset": ints(c["mem_off"], c["mem_off"] < 0),
+            "shape_dynamism": categorical(c["dyn"], _DYNAMISM_NAMES),
+            "requires_grad": booleans(c["rg"] == 1, c["rg"] < 0),
+            "has_layout": booleans(c["has_layout"] == 1, c["has_layout"] < 0),
+            "missing": booleans(c["missing"] == 1, c["missing"] < 0),
+            "used_by": strings(c["used_by"]),
+        }
 
-    def _named_entries(self) -> list[dict[str, Any]]:
-        """Named data of the program, then of each attached data file (plain dicts)."""
+    def _names(self, m: int) -> np.ndarray:
+        """Names of method ``m``'s tensors: the fqn, else '<method>/<value index>' (cached)."""
+        cache = self.__dict__.setdefault("_names_cache", {})
+        names = cache.get(m)
+        if names is None:
+            plan = self.methods[m]
+            t = plan["tensors"]
+            names = t.fqn.copy()
+            unnamed = np.flatnonzero(np.equal(names, None))
+            if len(unnamed):
+                mname = plan["name"]
+                names[unnamed] = objects([f"{mname}/{v}" for v in t.value[unnamed].tolist()])
+            cache[m] = names
+        return names
+
+    def _users(self, keys: np.ndarray) -> np.ndarray:
+        """'; '-joined delegates whose blobs mention each key (None: none)."""
+        out = filled(len(keys), None)
+        users = self.key_users
+        if users:
+            for k, key in enumerate(keys.tolist()):
+                u = users.get(key)
+                if u:
+                    out[k] = "; ".join(u)
+        return out
+
+    def _named_parts(self) -> list[dict[str, Any]]:
+        """Named data of the program, then of each attached data file, as columns."""
         out = []
-        for key, si in self.named:
-            off, size = self.segments[si]
-            out.append({"key": key, "segment": si, "offset": off, "size": size, "dtype": "uint8",
-                        "shape": (size,), "dim_order": (0,), "nbytes": size,
-                        "has_layout": False, "file": self.file})
+        if self.named:
+            keys, segs = zip(*self.named)
+            segs = np.array(segs, np.int64)
+            seg_off = np.array([o for o, _ in self.segments], np.int64)
+            seg_size = np.array([z for _, z in self.segments], np.int64)
+            size = seg_size[segs]
+            n = len(keys)
+            out.append({"key": objects(keys), "segment": segs, "offset": seg_off[segs],
+                        "size": size, "code": np.zeros(n, np.int64),
+                        "shape": objects([(z,) for z in size.tolist()]),
+                        "dim_order": objects([(0,)] * n), "nbytes": size,
+                        "has_layout": np.zeros(n, bool),
+                        "file": filled(n, self.file), "file_path": self.file})
         for d in self.data:
-            out.extend({**e, "file": d.path} for e in d.extra["ptd"].entries)
+            c = d.extra["ptd"].cols
+            n = len(c["key"])
+            out.append({"key": c["key"], "segment": c["segment"], "offset": c["offset"],
+                        "size": c["size"], "code": c["code"], "shape": c["shape"],
+                        "dim_order": c["dim_order"], "nbytes": c["nbytes"],
+                        "has_layout": c["has_layout"],
+                        "file": filled(n, d.path), "file_path": d.path})
         return out
 
     def _methods_columns(self) -> dict[str, list]:
@@ -907,7 +1008,8 @@ class _ProgramReader:
             cols["method"].append(plan["name"])
             cols["index"].append(plan["index"])
             cols["values"].append(len(plan["vtypes"]))
-            cols["tensors"].append(len(plan["tensors"]))
+            t = plan["tensors"]
+            cols["tensors"].append(len(t))
             cols["inputs"].append(len(plan["inputs"]))
             cols["outputs"].append(len(plan["outputs"]))
             cols["chains"].append(plan["chains"])
@@ -919,28 +1021,30 @@ class _ProgramReader:
             sizes = plan["buffer_sizes"]
             cols["planned_buffers"].append(max(len(sizes) - 1, 0))
             cols["planned_bytes"].append(sum(sizes[1:]))
-            cols["constant_bytes"].append(sum(r[6] for r in plan["tensors"]
-                                              if r[7] in ("segment", "inline", "external")))
+            cols["constant_bytes"].append(
+                int(t.nbytes[np.isin(t.storage, _CONSTANT_STORAGES)].sum()))
             cols["constant_method"].append(plan["instructions"] == 0)
         return cols
 
     def _values_columns(self) -> dict[str, Any]:
         import pandas as pd
 
-        summaries: list[str] = []
+        summaries: list[np.ndarray] = []
         vtypes, values, method_codes, ins, outs = [], [], [], [], []
         for m, plan in enumerate(self.methods):
             vt, vpos = plan["vtypes"], plan["vpos"]
             n = len(vt)
-            summary = [""] * n
-            seen: dict[tuple, str] = {}
-            for r in plan["tensors"]:
-                key = (r[3], r[4], r[7])
-                text = seen.get(key)
-                if text is None:
-                    shape = "x".join(str(d) for d in r[4]) or "scalar"
-                    text = seen[key] = f"{SCALAR_TYPES[r[3]].name}[{shape}] {r[7]}"
-                summary[r[1]] = text
+            summary = filled(n, "")
+            t = plan["tensors"]
+            if len(t):  # one text per distinct (dtype, shape, storage)
+                key = ((t.code * len(STORAGES) + t.storage) * (int(t.shape_id.max()) + 1)
+                       + t.shape_id)
+                first, inv = groups(key)
+                texts = np.empty(len(first), dtype=object)
+                for j, k in enumerate(first.tolist()):
+                    shape = "x".join(str(d) for d in t.shape[k]) or "scalar"
+                    texts[j] = f"{_DTYPE_NAMES[t.code[k]]}[{shape}] {STORAGES[t.storage[k]]}"
+                summary[t.value] = texts[inv]
             try:
                 if not self.fast:
                     raise SlowPath("disabled")
@@ -952,7 +1056,7 @@ class _ProgramReader:
                         tab = fb.table_at(p, f"{plan['name']}.values[{i}]", p)
                         summary[i] = _value_summary(t, tab)
             idx = np.arange(n, dtype=np.int64)
-            summaries += summary
+            summaries.append(summary)
             vtypes.append(vt)
             values.append(idx)
             method_codes.append(np.full(n, m, dtype=np.int32))
@@ -969,51 +1073,41 @@ class _ProgramReader:
             "value": cat(values, np.int64),
             "type": pd.Categorical.from_codes(cat(vtypes, np.int8), categories=list(VALUE_TYPES),
                                               validate=False),
-            "summary": summaries,
+            "summary": strings(cat(summaries, object)),
             "is_input": cat(ins, bool),
             "is_output": cat(outs, bool),
         }
 
-    def _scalar_summaries(self, vt: np.ndarray, vpos: np.ndarray, summary: list[str]) -> None:
-        """Fill ``summary`` for non-tensor values, a whole type at a time (fast path)."""
+    def _scalar_summaries(self, vt: np.ndarray, vpos: np.ndarray, summary: np.ndarray) -> None:
+        """Fill ``summary`` for non-tensor values, a whole type at a time (fast path); each
+        distinct value is rendered once."""
         vec = self.vec
         for t in np.unique(vt).tolist():
             if t in (0, 1, _TENSOR):
                 continue
             where = np.flatnonzero(vt == t)
             T = vec.tables(vpos[where], VALUE_TYPES[t])
-            w = where.tolist()
-            if t == 2:
-                texts = T.scalar(0, "<i8").astype(str).tolist()
-            elif t == 3:
-                texts = [str(bool(x)) for x in T.scalar(0, "u1").tolist()]
-            elif t == 4:
-                texts = [repr(x) for x in T.scalar(0, "<f8").tolist()]
+            if t in (2, 3, 4):
+                vals = T.scalar(0, {2: "<i8", 3: "u1", 4: "<f8"}[t])
+                bits = vals.view(np.int64) if t == 4 else vals
+                first, inv = groups(bits.astype(np.int64))
+                show = {2: str, 3: lambda x: str(bool(x)), 4: repr}[t]
+                texts = objects([show(x) for x in vals[first].tolist()])[inv]
             elif t == 6:
                 fb = self.fb
-                texts = []
+                out = []
                 for r in T.ref(0).tolist():
                     text = fb.string_at(r, "String.string_val") if r else ""
-                    texts.append(repr(text[:60] + ("..." if len(text) > 60 else "")))
+                    out.append(repr(text[:60] + ("..." if len(text) > 60 else "")))
+                texts = objects(out)
             else:
                 dtype, size = _LIST_FORMATS[t]
                 starts, counts = T.vectors(0, size)
                 shown = np.minimum(counts, 16)
                 flat = vec.flat(starts, shown, dtype)
-                if t == 9:
-                    flat = flat.astype(bool)
-                elif t == 8:
-                    flat = np.array([repr(x) for x in flat.tolist()], dtype=object)
-                strs = flat.astype(str).tolist()
-                texts = []
-                pos = 0
-                join = ", ".join
-                for c, k in zip(counts.tolist(), shown.tolist()):
-                    body = join(strs[pos:pos + k])
-                    pos += k
-                    texts.append(f"[{body}, ... ({c} items)]" if c > k else f"[{body}]")
-            for i, text in zip(w, texts):
-                summary[i] = text
+                show = {8: repr, 9: lambda x: str(bool(x))}.get(t, str)
+                texts = _list_texts(objects(list(map(show, flat.tolist()))), shown, counts)
+            summary[where] = texts
 
     def _operators_columns(self) -> dict[str, list]:
         cols: dict[str, list] = {c: [] for c in ("method", "index", "name", "overload", "op", "uses")}
@@ -1046,49 +1140,91 @@ class _ProgramReader:
                 cols["calls"].append(d["calls"])
         return cols
 
-    def _named_columns(self) -> dict[str, list]:
-        cols: dict[str, list] = {c: [] for c in ("key", "segment", "file", "offset", "size", "align",
-                                                 "has_layout", "role", "used_by")}
-        for e in self._named_entries():
-            cols["key"].append(e["key"])
-            cols["segment"].append(e["segment"])
-            cols["file"].append(e["file"])
-            cols["offset"].append(e["offset"])
-            cols["size"].append(e["size"])
-            cols["align"].append(align_of(e["offset"]))
-            cols["has_layout"].append(e["has_layout"])
-            cols["role"].append("tensor" if e["has_layout"] else named_data_role(e["key"]))
-            cols["used_by"].append("; ".join(self.key_users.get(e["key"], ())) or None)
-        return cols
+    def _named_columns(self) -> dict[str, Any]:
+        parts = self._named_parts()
+        if not parts:
+            return {c: [] for c in ("key", "segment", "file", "offset", "size", "align",
+                                    "has_layout", "role", "used_by")}
+        c = {k: np.concatenate([p[k] for p in parts]) for k in parts[0] if k != "file_path"}
+        role = filled(len(c["key"]), "tensor")
+        for k in np.flatnonzero(~c["has_layout"]).tolist():
+            role[k] = named_data_role(c["key"][k])
+        return {
+            "key": strings(c["key"]), "segment": c["segment"], "file": strings(c["file"]),
+            "offset": c["offset"], "size": c["size"], "align": align(c["offset"]),
+            "has_layout": booleans(c["has_layout"]), "role": factorized(role),
+            "used_by": strings(self._users(c["key"])),
+        }
 
-    def _memory_plan_columns(self) -> dict[str, list]:
+    def _memory_plan_columns(self) -> dict[str, Any]:
         names = ("method", "mem_id", "buffer_size", "value", "name", "dtype", "shape", "offset",
                  "nbytes", "end", "storage", "fits")
-        cols: dict[str, list] = {c: [] for c in names}
-        dnames = {c: d.name for c, d in SCALAR_TYPES.items()}
-        for plan in self.methods:
-            sizes = plan["buffer_sizes"]
-            mname = plan["name"]
-            rows = [r for r in plan["tensors"] if r[11] is not None]
-            if not rows:
+        parts = []
+        for m, plan in enumerate(self.methods):
+            t = plan["tensors"]
+            rows = np.flatnonzero(t.mem_id >= 0)
+            if not len(rows):
                 continue
-            (_, values, fqns, codes, shapes, _, nbytes, storage, _, _, _, mem_ids, mem_offs, _,
-             _) = zip(*rows)
-            bsizes = [sizes[m] if m < len(sizes) else None for m in mem_ids]
-            ends = [o + b for o, b in zip(mem_offs, nbytes)]
-            cols["method"] += [mname] * len(rows)
-            cols["mem_id"] += mem_ids
-            cols["buffer_size"] += bsizes
-            cols["value"] += values
-            cols["name"] += [f if f is not None else f"{mname}/{v}" for f, v in zip(fqns, values)]
-            cols["dtype"] += [dnames[c] for c in codes]
-            cols["shape"] += shapes
-            cols["offset"] += mem_offs
-            cols["nbytes"] += nbytes
-            cols["end"] += ends
-            cols["storage"] += storage
-            cols["fits"] += [b is not None and e <= b for e, b in zip(ends, bsizes)]
-        return cols
+            sizes = np.array(plan["buffer_sizes"], np.int64)
+            mem_id = t.mem_id[rows]
+            known = mem_id < len(sizes)
+            bsize = np.full(len(rows), -1, np.int64)
+            bsize[known] = sizes[mem_id[known]]
+            off = t.mem_off[rows]
+            end = off + t.nbytes[rows]
+            name = self._names(m)[rows]
+            parts.append({"method": np.full(len(rows), m, np.int64), "mem_id": mem_id,
+                          "buffer_size": bsize, "known": known, "value": t.value[rows],
+                          "name": name, "code": t.code[rows], "shape": t.shape[rows],
+                          "offset": off, "nbytes": t.nbytes[rows], "end": end,
+                          "storage": t.storage[rows], "fits": known & (end <= bsize)})
+        if not parts:
+            return {c: [] for c in names}
+        c = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+        return {
+            "method": categorical(c["method"], [p["name"] for p in self.methods]),
+            "mem_id": c["mem_id"], "buffer_size": ints(c["buffer_size"], ~c["known"]),
+            "value": c["value"], "name": strings(c["name"]),
+            "dtype": categorical(c["code"], _DTYPE_NAMES), "shape": c["shape"],
+            "offset": c["offset"], "nbytes": c["nbytes"], "end": c["end"],
+            "storage": categorical(c["storage"], STORAGES), "fits": c["fits"],
+        }
+
+
+def _list_texts(items: np.ndarray, shown: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """'[a, b, ...]' per list, from the rendered ``items`` of all lists back to back (``shown``
+    of each list; ``counts`` is its full length, longer lists end with '... (n items)').
+
+    All texts come from ONE join over the items and their separators, split at NUL.
+
+    Example:
+        >>> _list_texts(objects(["1", "2", "3"]), np.array([2, 0, 1]), np.array([2, 0, 5])).tolist()
+        ['[1, 2]', '[]', '[3, ... (5 items)]']
+    """
+    n = len(shown)
+    out = filled(n, "[]")
+    total = len(items)
+    if total == 0:
+        return out
+    nonempty = np.flatnonzero(shown > 0)
+    begin = (np.cumsum(shown) - shown)[nonempty]
+    last = begin + shown[nonempty] - 1
+    pre = filled(total, "")
+    pre[begin] = "["
+    sep = filled(total, ", ")
+    close = filled(len(nonempty), "]\0")
+    cut = np.flatnonzero(counts[nonempty] > shown[nonempty])
+    for j, c in zip(cut.tolist(), counts[nonempty][cut].tolist()):
+        close[j] = f", ... ({c} items)]\0"
+    sep[last] = close
+    tokens = np.empty(3 * total, dtype=object)
+    tokens[0::3] = pre
+    tokens[1::3] = items
+    tokens[2::3] = sep
+    texts = "".join(tokens.tolist()).split("\0")
+    texts.pop()
+    out[nonempty] = objects(texts)
+    return out
 
 
 def _unique_names(methods: list[dict[str, Any]]) -> list[str]:

@@ -1,0 +1,120 @@
+"""The columnar helpers behind the fast frame builders (workbench._cols, workbench._vecfb)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import workbench as wb
+from workbench import _cols
+from workbench._vecfb import SlowPath, VecReader, groups, unique_tuples
+from workbench.flatbuf import FlatBuffer
+from workbench.formats.pte import _list_texts
+from workbench.source import Source
+
+
+def test_strings_never_changes_its_input():
+    arr = np.array(["a", None, "c"], dtype=object)
+    out = _cols.strings(arr)
+    assert out.isna().tolist() == [False, True, False]
+    assert arr[1] is None  # StringArray turns None into <NA> in place: not in OUR array
+
+
+def test_filled_shares_one_object_and_keeps_tuples_whole():
+    a = _cols.filled(3, (0, 1))
+    assert a.shape == (3,) and a[0] == (0, 1) and a[0] is a[2]
+
+
+def test_categorical_first_appearance_missing_and_duplicate_names():
+    cat = _cols.categorical(np.array([2, 0, 2, -1, 1]), ["x", "y", "x"])
+    # codes 2 and 0 share the name "x": one category, in order of first appearance
+    assert cat.categories.tolist() == ["x", "y"]
+    assert [None if v is np.nan or pd.isna(v) else v for v in cat] == ["x", "x", "x", None, "y"]
+    big = _cols.categorical(np.array([5000, 3, 5000]), {5000: "a", 3: "b"})
+    assert big.tolist() == ["a", "b", "a"]
+    assert len(_cols.categorical(np.array([], np.int64), [])) == 0
+
+
+def test_plain_gives_none_for_missing():
+    assert _cols.plain(_cols.ints(np.array([1, 2]), np.array([False, True]))) == [1, None]
+    assert _cols.plain(_cols.strings(["a", None])) == ["a", None]
+    assert _cols.plain(_cols.categorical(np.array([0, -1]), ["k"])) == ["k", None]
+    assert _cols.plain([1, None]) == [1, None]
+
+
+def test_align_is_missing_for_zero_and_missing_offsets():
+    got = _cols.align(np.array([0x1F00, 48, 0, 64]), np.array([False, False, False, True]))
+    assert _cols.plain(got) == [256, 16, None, None]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_unique_tuples_and_groups_agree_with_python(seed):
+    rng = np.random.default_rng(seed)
+    counts = rng.integers(0, 4, 300)
+    # small values, and huge ones that need ranking before they can be combined
+    flat = rng.choice(np.array([0, 1, 7, -3, 2**40, -(2**40)]), int(counts.sum()))
+    tuples, ids, uniques = unique_tuples(flat, counts)
+    expect, pos = [], 0
+    for c in counts.tolist():
+        expect.append(tuple(flat[pos:pos + c].tolist()))
+        pos += c
+    assert tuples.tolist() == expect
+    assert all(uniques[i] == t for i, t in zip(ids.tolist(), expect))
+    assert len(set(ids.tolist())) == len(set(expect)) == len(uniques)
+    key = rng.integers(-(2**62), 2**62, 500) if seed % 2 else rng.integers(0, 9, 500)
+    rep, inv = groups(key)
+    assert (key[rep[inv]] == key).all() and len(rep) == len(np.unique(key))
+
+
+def test_list_texts_renders_like_python():
+    items = _cols.objects(["1", "2", "3", "4"])
+    got = _list_texts(items, np.array([2, 0, 1, 1]), np.array([2, 0, 20, 1])).tolist()
+    assert got == ["[1, 2]", "[]", "[3, ... (20 items)]", "[4]"]
+    assert _list_texts(_cols.objects([]), np.array([0, 0]), np.array([0, 0])).tolist() == ["[]",
+                                                                                            "[]"]
+
+
+def _strings_buffer(tmp_path, payloads: list[bytes]):
+    """A flatbuffer-like blob: root offset, then length-prefixed strings; returns their refs."""
+    body = bytearray(b"\x00" * 8)
+    refs = []
+    for p in payloads:
+        refs.append(len(body))
+        body += len(p).to_bytes(4, "little") + p + b"\x00"
+        while len(body) % 4:
+            body += b"\x00"
+    path = tmp_path / "s.bin"
+    path.write_bytes(bytes(body))
+    src = Source(str(path))
+    return VecReader(FlatBuffer(src, 0, src.size, name="T")), np.array(refs, np.int64)
+
+
+def test_vector_strings_decode_and_refuse_bad_input(tmp_path):
+    vec, refs = _strings_buffer(tmp_path, [b"alpha", b"", "\u00e9t\u00e9".encode()])
+    got = vec.strings(np.concatenate([refs, [0]]))
+    assert got.tolist() == ["alpha", "", "\u00e9t\u00e9", None]
+    vec, refs = _strings_buffer(tmp_path, [b"a\x00b"])  # a NUL inside: the scalar path decides
+    with pytest.raises(SlowPath):
+        vec.strings(refs)
+    vec, refs = _strings_buffer(tmp_path, [b"\xff\xfe"])  # not UTF-8
+    with pytest.raises(SlowPath):
+        vec.strings(refs)
+
+
+def test_editing_one_frame_does_not_leak_into_another(samples_dir):
+    """Readers share arrays between frames and with their own records: frames are copies."""
+    art = wb.open(samples_dir / "mlp_portable.pte")
+    tensors = art.tensors
+    tensors.loc[:, "shape"] = [("edited",)] * len(tensors)
+    tensors.loc[:, "name"] = "edited"
+    summary = art.frames["values"]["summary"]
+    assert not summary.str.contains("edited").any()
+    assert art.tensor("forward/0").shape == wb.open(samples_dir / "mlp_portable.pte").tensor(
+        "forward/0").shape
+    ptd = wb.open(samples_dir / "mlp_external.ptd")
+    ptd.tensors.loc[:, "shape"] = [("edited",)] * len(ptd.tensors)
+    assert all(isinstance(s, tuple) and "edited" not in s
+               for s in ptd._parsed.extra["ptd"].cols["shape"])
+    prog = wb.open(samples_dir / "mlp_external.pte", data=[samples_dir / "mlp_external.ptd"])
+    assert not prog.tensors["missing"].any()
