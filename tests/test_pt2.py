@@ -900,3 +900,153 @@ def test_duplicate_member_names(tmp_path, base_zip):
         np.testing.assert_array_equal(art.tensor("w"), first.reshape(2, 3))  # the first one
         assert any("more than once" in f["message"] for f in art._parsed.findings)
         assert len(art.frames["members"]) == len(base_zip) + 1
+
+
+# --------------------------------------------------------------------------------------------
+# the fast paths (vectorised central directory, canonical configs) agree with the general ones
+# --------------------------------------------------------------------------------------------
+
+def _outcome(path) -> tuple:
+    """Every frame, the findings and the info of ``path``, or the error it raises."""
+    try:
+        art = wb.open(path)
+        with art:
+            return {k: art.frames[k] for k in art.frames}, art._parsed.findings, art.info
+    except wb.ArtifactError as e:
+        return type(e), str(e), e.offset
+
+
+def _assert_same(fast: tuple, general: tuple, path) -> None:
+    import pandas as pd
+
+    if not isinstance(fast[0], dict) or not isinstance(general[0], dict):
+        assert fast == general, path
+        return
+    assert list(fast[0]) == list(general[0]), path
+    for name, df in fast[0].items():
+        pd.testing.assert_frame_equal(df, general[0][name], check_exact=True, obj=f"{path} {name}")
+    assert fast[1:] == general[1:], path
+
+
+def _tricky_archives(tmp_path) -> list[pathlib.Path]:
+    """Archives whose names, extras and configs stress the fast paths."""
+    w = np.arange(6, dtype=np.float32).tobytes()
+    meta = {"path_name": "weight_0", "is_param": True, "use_pickle": False,
+            "tensor_meta": tensor_meta(7, [2, 3], requires_grad=True)}
+    out = []
+
+    def add(name: str, members: list[dict], **kw) -> None:
+        out.append(write(tmp_path, build_zip(members, **kw)[0], name))
+
+    add("plain.pt2", pt2_members(weights={"w": meta}, files={"data/weights/weight_0": w}))
+    add("zip64.pt2", pt2_members(weights={"w": meta}, files={"data/weights/weight_0": w}),
+        zip64=True)
+    add("comment.pt2", pt2_members(weights={"w": meta}, files={"data/weights/weight_0": w}),
+        comment=b"PK\x01\x02 a comment with a central signature")
+    add("signature_in_name.pt2", pt2_members(
+        weights={"w": {**meta, "path_name": "PK\x01\x02"}}, files={"data/weights/PK\x01\x02": w}))
+    add("non_ascii.pt2", pt2_members(
+        weights={"gewicht.größe": {**meta, "path_name": "wé"}}, files={"data/weights/wé": w}))
+    add("cp437.pt2", [*pt2_members(), {"name": "arc/extra/caf\x82".encode("latin-1"), "data": w,
+                                       "flags": 0}])
+    add("nul_in_name.pt2", [*pt2_members(), {"name": b"arc/extra/a\0b", "data": w}])
+    add("unaligned.pt2", pt2_members(weights={"w": meta}, files={"data/weights/weight_0": w}),
+        align=0)
+    add("tied_and_empty.pt2", pt2_members(
+        weights={"a": meta, "b": {**meta, "tensor_meta": tensor_meta(7, [3], offset=3)},
+                 "e": {**meta, "path_name": "weight_1", "tensor_meta": tensor_meta(7, [0])}},
+        files={"data/weights/weight_0": w, "data/weights/weight_1": b""}))
+    add("escaped_fqn.pt2", pt2_members(weights={'a"b\\c\u00e9': meta},
+                                       files={"data/weights/weight_0": w}))
+    add("long_name.pt2", pt2_members(weights={"w": {**meta, "path_name": "x" * 300}},
+                                     files={"data/weights/" + "x" * 300: w}))
+    add("duplicates.pt2", [*pt2_members(weights={"w": meta}, files={"data/weights/weight_0": w}),
+                           {"name": "arc/data/weights/weight_0", "data": bytes(24)}])
+    add("empty.pt2", [])
+    return out
+
+
+def test_fast_paths_equal_general_paths(tmp_path, sample, monkeypatch):
+    """Frames, findings and errors are the same with the vectorised central directory and
+    the canonical config parser switched off, on samples, tricky archives and seeded
+    mutations of the central directory and of the weights config."""
+    import random
+
+    from workbench.formats._zip import ZipDirectory
+
+    paths = [sample(n) for n in PT2_SAMPLES] + _tricky_archives(tmp_path)
+    rng = random.Random(7)
+    data = sample("tied.pt2").read_bytes()
+    cd = struct.unpack_from("<I", data, data.rindex(b"PK\x05\x06") + 16)[0]
+    cfg = data.index(b'{"config": {')
+    for i in range(120):
+        d = bytearray(data)
+        lo, hi = (cd, len(data)) if i % 2 else (cfg, cfg + 200)
+        for _ in range(rng.choice((1, 2, 3))):
+            d[rng.randrange(lo, hi)] = rng.choice((rng.randrange(256), *b'"\\{}[],: 019'))
+        paths.append(write(tmp_path, bytes(d), f"mutant{i}.pt2"))
+    fast = [_outcome(p) for p in paths]
+    assert sum(isinstance(f[0], dict) for f in fast) >= 20
+    monkeypatch.setattr(ZipDirectory, "_central_fast", lambda self: None)
+    monkeypatch.setattr(pt2_reader, "_canonical_config", lambda *a: None)
+    for p, f in zip(paths, fast):
+        _assert_same(f, _outcome(p), p.name)
+
+
+def test_fast_paths_are_taken(sample, monkeypatch):
+    """The samples (written by torch) go through the vectorised and canonical paths."""
+    from workbench.formats._zip import ZipDirectory
+
+    taken: list[str] = []
+    central, canonical = ZipDirectory._central_fast, pt2_reader._canonical_config
+
+    def spy_central(self):
+        out = central(self)
+        taken.append("central" if out is not None else "-")
+        return out
+
+    def spy_canonical(raw, *a):
+        out = canonical(raw, *a)
+        taken.append("config" if out is not None or bytes(raw) == b'{"config": {}}' else "-")
+        return out
+
+    monkeypatch.setattr(ZipDirectory, "_central_fast", spy_central)
+    monkeypatch.setattr(pt2_reader, "_canonical_config", spy_canonical)
+    for name in ("mlp.pt2", "tied.pt2"):
+        wb.open(sample(name)).close()
+    assert taken and "-" not in taken and "config" in taken
+
+
+def test_graph_scan_of_a_zero_copy_view(sample):
+    """graph_stats gives the same on a memoryview of the member as on its bytes."""
+    with zipfile.ZipFile(sample("mlp.pt2")) as zf:
+        raw = zf.read(next(n for n in zf.namelist() if "/models/" in n))
+    for limit in (0, 1 << 40):
+        assert pt2_reader.graph_stats(memoryview(raw), full_parse_limit=limit) == \
+            pt2_reader.graph_stats(raw, full_parse_limit=limit)
+
+
+@pytest.mark.parametrize("length", [5, 40, 300])
+def test_every_local_name_byte_is_compared(tmp_path, length):
+    """A local name that differs from its central name in any byte is corrupt, whether the
+    names are compared in fixed-width windows or byte by byte (long names)."""
+    names = [f"arc/extra/{i:03d}".ljust(length, "n") for i in range(5)]
+    data, where = build_zip([{"name": n, "data": b"x" * i} for i, n in enumerate(names)])
+    assert isinstance(_outcome(write(tmp_path, data))[0], dict)  # the intact archive opens
+    for k in (0, 2, 4):
+        for at in (0, len(names[k]) // 2, len(names[k]) - 1):
+            d = bytearray(data)
+            d[where["local"][k] + 30 + at] ^= 0x01
+            e = fails(write(tmp_path, bytes(d)), CorruptError)
+            assert "name differs" in str(e) and repr(names[k]) in str(e)
+
+
+def test_zip64_sizes_past_int64_are_corrupt(tmp_path, base_zip):
+    """A ZIP64 size or offset of 2**63 or more cannot be an int64 column: CorruptError."""
+    data, _ = build_zip(base_zip, zip64=True)
+    i = data.index(b"arc/data/weights/weight_0", data.index(b"PK\x01\x02"))
+    extra = i + len(b"arc/data/weights/weight_0") + 4  # the zip64 field's first value
+    for k in range(3):  # file_size, compressed_size, header_offset
+        d = bytearray(data)
+        struct.pack_into("<Q", d, extra + 8 * k, 2**64 - 1)
+        assert "63 bits" in str(fails(write(tmp_path, bytes(d)), CorruptError))

@@ -26,9 +26,10 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Iterator
-from typing import NamedTuple
+from itertools import repeat
+from typing import Any, NamedTuple
 
-from ..errors import CorruptError, OutOfBoundsError, TruncatedError, UnsupportedVersionError
+from ..errors import ArtifactError, CorruptError, OutOfBoundsError, TruncatedError, UnsupportedVersionError
 from ..source import Source
 
 __all__ = ["ZipDirectory", "ZipEntry", "LOCAL_MAGIC", "METHODS"]
@@ -71,7 +72,32 @@ _EXTRA_HEAD = struct.Struct("<HH")
 _LOCAL_DTYPE = [("magic", "<u4"), ("version", "<u2"), ("flags", "<u2"), ("method", "<u2"),
                 ("time", "<u2"), ("date", "<u2"), ("crc32", "<u4"), ("csize", "<u4"),
                 ("usize", "<u4"), ("n_len", "<u2"), ("x_len", "<u2")]
+#: The fixed 46 bytes of a central directory record, for vectorised reads.
+_CENTRAL_DTYPE = [("magic", "<u4"), ("made_by", "<u2"), ("version", "<u2"), ("flags", "<u2"),
+                  ("method", "<u2"), ("time", "<u2"), ("date", "<u2"), ("crc32", "<u4"),
+                  ("csize", "<u4"), ("usize", "<u4"), ("n_len", "<u2"), ("x_len", "<u2"),
+                  ("c_len", "<u2"), ("disk", "<u2"), ("internal", "<u2"), ("external", "<u4"),
+                  ("lho", "<u4")]
 _U64 = struct.Struct("<Q")
+#: Sizes and offsets must fit the int64 columns they end up in.
+_INT64_LIMIT = 1 << 63
+
+
+class _Central(NamedTuple):
+    """The central directory as columns (numpy ``int64`` arrays unless noted)."""
+
+    names: list[str]
+    n_len: Any
+    flags: Any
+    method: Any
+    crc32: Any
+    csize: Any
+    usize: Any
+    lho: Any
+    pos: Any  # absolute offset of the record
+    rec: Any  # record length
+    zip64: Any  # bool
+    window: Any  # (records, longest name + 1) bytes from each name on, or None
 
 
 class ZipEntry(NamedTuple):
@@ -131,8 +157,15 @@ class ZipDirectory:
         src: the mapped file.
 
     Attributes:
-        entries: members in central-directory order.
-        by_name: name -> entry (the first one when a name repeats; see ``duplicates``).
+        entries: members in central-directory order (made on first use; see ``entry``).
+        names: their names (a list, in the same order).
+        arrays: the same facts as read-only numpy columns, for vectorised consumers:
+            ``header_offset``, ``data_offset``, ``compressed_size``, ``file_size``,
+            ``method``, ``flags``, ``crc32``, ``central_offset``, ``central_size``,
+            ``local_extra``, ``descriptor_size`` (``int64``), ``compressed`` and ``zip64``
+            (``bool``).
+        index: name -> position (the first one when a name repeats; see ``duplicates``).
+        by_name: name -> entry (likewise; made on first use, see ``get``).
         duplicates: names that occur more than once.
         cd_offset, cd_size: the central directory.
         eocd_offset: the end-of-central-directory record (``eocd_size`` with its comment).
@@ -155,16 +188,52 @@ class ZipDirectory:
         self.zip64_size = 0
         self.locator_offset: int | None = None
         self._find_end()
-        self.entries: list[ZipEntry] = self._central_directory()
+        self.names: list[str] = []
+        self.arrays: dict[str, Any] = {}
+        self._central_directory()
+        n = len(self.names)
         # The first entry wins when a name repeats (built in reverse, so earlier ones overwrite).
-        self.by_name: dict[str, ZipEntry] = {e.name: e for e in reversed(self.entries)}
+        self.index: dict[str, int] = dict(zip(reversed(self.names), range(n - 1, -1, -1)))
         self.duplicates: list[str] = []
-        if len(self.by_name) != len(self.entries):
+        if len(self.index) != n:
             seen: set[str] = set()
-            for e in self.entries:
-                if e.name in seen:
-                    self.duplicates.append(e.name)
-                seen.add(e.name)
+            for name in self.names:
+                if name in seen:
+                    self.duplicates.append(name)
+                seen.add(name)
+        self._entries: list[ZipEntry] | None = None
+        self._by_name: dict[str, ZipEntry] | None = None
+
+    @property
+    def entries(self) -> list[ZipEntry]:
+        """Every member as a :class:`ZipEntry`, in central-directory order (made once)."""
+        if self._entries is None:
+            a = self.arrays
+            self._entries = list(map(tuple.__new__, repeat(ZipEntry), zip(
+                range(len(self.names)), self.names,
+                *(a[k].tolist() for k in ZipEntry._fields[2:]))))
+        return self._entries
+
+    @property
+    def by_name(self) -> dict[str, ZipEntry]:
+        """name -> entry (the first one when a name repeats)."""
+        if self._by_name is None:
+            entries = self.entries
+            self._by_name = {name: entries[i] for name, i in self.index.items()}
+        return self._by_name
+
+    def entry(self, i: int) -> ZipEntry:
+        """Member ``i`` (made on its own when the whole list is not needed)."""
+        if self._entries is not None:
+            return self._entries[i]
+        a = self.arrays
+        return tuple.__new__(ZipEntry, (i, self.names[i], *(a[k][i].item()
+                                                             for k in ZipEntry._fields[2:])))
+
+    def get(self, name: str) -> ZipEntry | None:
+        """The (first) member called ``name``, or ``None``."""
+        i = self.index.get(name)
+        return None if i is None else self.entry(i)
 
     # -- end records ------------------------------------------------------------------------
     def _find_end(self) -> None:
@@ -255,7 +324,96 @@ class ZipDirectory:
         self.zip64 = self.zip64_offset is not None
 
     # -- central directory ------------------------------------------------------------------
-    def _central_directory(self) -> list[ZipEntry]:
+    def _central_directory(self) -> None:
+        cols = self._central_fast() if self.count else None
+        if cols is None:
+            cols = self._central_scalar()
+        self._local_headers(cols)
+
+    def _central_fast(self) -> _Central | None:
+        """The central directory read with vectorised gathers, or ``None`` whenever anything
+        is unusual (then :meth:`_central_scalar` decides, and raises the precise error).
+
+        Every ``PK\\x01\\x02`` in the directory is a candidate record start; when there are
+        exactly ``count`` of them, the first is at the directory start and each record ends
+        where the next one starts (the last one inside the directory), they are exactly the
+        records the sequential walk finds.
+        """
+        import numpy as np
+
+        n, size = self.count, self.cd_size
+        if size < CENTRAL_SIZE:
+            return None
+        cd = np.frombuffer(self.src.buf, np.uint8, count=size, offset=self.cd_offset)
+        cand = np.flatnonzero(cd[:size - CENTRAL_SIZE + 1] == 0x50)
+        cand = cand[(cd[cand + 1] == 0x4B) & (cd[cand + 2] == 0x01) & (cd[cand + 3] == 0x02)]
+        if len(cand) != n or cand[0] != 0:
+            return None
+        rec = np.lib.stride_tricks.sliding_window_view(cd, CENTRAL_SIZE)[cand]
+        rec = rec.view(_CENTRAL_DTYPE).reshape(n)
+        n_len = rec["n_len"].astype(np.int64)
+        rlen = CENTRAL_SIZE + n_len + rec["x_len"] + rec["c_len"].astype(np.int64)
+        ends = cand + rlen
+        if ends[-1] > size or not np.array_equal(ends[:-1], cand[1:]):
+            return None
+        flags = rec["flags"].astype(np.int64)
+        csize = rec["csize"].astype(np.int64)
+        usize = rec["usize"].astype(np.int64)
+        lho = rec["lho"].astype(np.int64)
+        disk = rec["disk"].astype(np.int64)
+        pos = cand + self.cd_offset
+        # Names: select each name and the byte after it (made a NUL separator) and decode
+        # them all at once: from fixed-width windows (kept to compare the local names), or
+        # with a mask built by a running sum when some names are long (the windows would
+        # take more than twice the directory's memory). (The byte after the last name
+        # exists: the end records follow the directory.)
+        width = int(n_len.max()) + 1
+        whole = np.frombuffer(self.src.buf, np.uint8)
+        window = None
+        if width <= 257 and n * width <= 2 * size and \
+                int(pos[-1]) + CENTRAL_SIZE + width <= len(whole):
+            window = np.lib.stride_tricks.sliding_window_view(whole, width)[pos + CENTRAL_SIZE]
+            gathered = window[np.arange(width) <= n_len[:, None]]
+        else:
+            step = np.zeros(size + 2, np.int8)
+            step[cand + CENTRAL_SIZE] = 1
+            step[cand + CENTRAL_SIZE + n_len + 1] = -1
+            cd1 = np.frombuffer(self.src.buf, np.uint8, count=size + 1, offset=self.cd_offset)
+            gathered = cd1[np.cumsum(step[:-1], dtype=np.int8).view(bool)]
+        bounds = np.zeros(n + 1, np.int64)
+        np.cumsum(n_len + 1, out=bounds[1:])
+        seps = bounds[1:] - 1
+        gathered[seps] = 0
+        if int(np.count_nonzero(gathered == 0)) != n or gathered.max() >= 0x80:
+            names = None  # a NUL or non-ASCII byte in some name: decode one by one
+        else:
+            names = gathered[:-1].tobytes().decode("ascii").split("\0")
+        if names is None:
+            raw = gathered.tobytes()
+            try:
+                names = [_decode_name(raw[a:b], f, self.path, i, p) for i, (a, b, f, p) in
+                         enumerate(zip(bounds.tolist(), seps.tolist(), flags.tolist(), pos.tolist()))]
+            except CorruptError:
+                return None
+        zip64 = np.zeros(n, bool)
+        marked = np.flatnonzero((usize == 0xFFFFFFFF) | (csize == 0xFFFFFFFF)
+                                | (lho == 0xFFFFFFFF) | (disk == 0xFFFF))
+        for k in marked.tolist():
+            try:
+                usize[k], csize[k], lho[k], disk[k], zip64[k] = _zip64_extra(
+                    self.src.buf, int(pos[k]) + CENTRAL_SIZE + int(n_len[k]), int(rec["x_len"][k]),
+                    int(usize[k]), int(csize[k]), int(lho[k]), int(disk[k]), self.path, k, names[k])
+            except ArtifactError:
+                return None
+        if disk.any():
+            return None
+        return _Central(names, n_len, flags, rec["method"].astype(np.int64),
+                        rec["crc32"].astype(np.int64), csize, usize, lho, pos, rlen, zip64, window)
+
+    def _central_scalar(self) -> _Central:
+        """The central directory walked record by record (raises the precise error)."""
+        import numpy as np
+
         buf = self.src.buf
         path = self.path
         pos = self.cd_offset
@@ -293,53 +451,63 @@ class ZipDirectory:
                                               offset=pos)
             add((name, raw, flags, method, crc, csize, usize, lho, pos, rec, zip64))
             pos += rec
-        return self._local_headers(recs)
+        fields = list(zip(*recs)) or [()] * 11
+
+        def col(k: int) -> Any:
+            return np.array(fields[k], np.int64)
+
+        return _Central(list(fields[0]), np.array(list(map(len, fields[1])), np.int64), col(2),
+                        col(3), col(4), col(5), col(6), col(7), col(8), col(9),
+                        np.array(fields[10], bool), None)
 
     # -- local headers --------------------------------------------------------------------
-    def _local_headers(self, recs: list[tuple]) -> list[ZipEntry]:
-        """Check every local header against its central record (vectorised) and make the
-        entries with their absolute data offsets."""
+    def _local_headers(self, c: _Central) -> None:
+        """Check every local header against its central record (vectorised) and set
+        :attr:`names` and :attr:`arrays`, with the absolute data offsets."""
         import numpy as np
 
         path = self.path
-        n = len(recs)
+        n = len(c.names)
+        self.names = c.names
         if not n:
-            return []
+            self.arrays = {k: np.zeros(0, bool if k in ("compressed", "zip64") else np.int64)
+                           for k in ZipEntry._fields[2:]}
+            return
         limit = self.cd_offset  # member data lies before the central directory
-        fields = list(zip(*recs))  # columns of the central records
-        lho = np.array(fields[7], np.int64)
-        csize = np.array(fields[5], np.int64)
+        lho, csize, names = c.lho, c.csize, c.names
         bad = np.flatnonzero(lho + LOCAL_SIZE > limit)
         if bad.size:
-            r = recs[bad[0]]
-            raise OutOfBoundsError(f"local header offset 0x{r[7]:x} (+{LOCAL_SIZE}) is not before "
+            k = int(bad[0])
+            raise OutOfBoundsError(f"local header offset 0x{lho[k]:x} (+{LOCAL_SIZE}) is not before "
                                    f"the central directory at 0x{limit:x}", file=path,
-                                   structure=f"zip local header of {r[0]!r}", offset=r[8] + 42)
+                                   structure=f"zip local header of {names[k]!r}",
+                                   offset=int(c.pos[k]) + 42)
         u8 = np.frombuffer(self.src.buf, np.uint8, count=limit)
-        head = u8[lho[:, None] + np.arange(LOCAL_SIZE)]
-        local = head.view(_LOCAL_DTYPE).reshape(n)
-        magic = local["magic"].astype(np.int64)
-        method = local["method"].astype(np.int64)
+        whole = np.frombuffer(self.src.buf, np.uint8)
+        width = int(c.n_len.max())
+        local_names = None
+        if c.window is not None and int(lho.max()) + LOCAL_SIZE + width <= len(whole):
+            # One gather for each local header and the name after it.
+            both = np.lib.stride_tricks.sliding_window_view(whole, LOCAL_SIZE + width)[lho]
+            local = np.ascontiguousarray(both[:, :LOCAL_SIZE])
+            local_names = both[:, LOCAL_SIZE:]
+        else:
+            local = np.lib.stride_tricks.sliding_window_view(u8, LOCAL_SIZE)[lho]
+        local = local.view(_LOCAL_DTYPE).reshape(n)
         n_len = local["n_len"].astype(np.int64)
         x_len = local["x_len"].astype(np.int64)
         data = lho + LOCAL_SIZE + n_len + x_len
-        cmethod = np.array(fields[3], np.int64)
-        cn_len = np.array(list(map(len, fields[1])), np.int64)
-        problems = ((magic != 0x04034B50) | (data > limit) | (method != cmethod)
-                    | (n_len != cn_len) | (csize > limit - data))
+        problems = ((local["magic"] != 0x04034B50) | (data > limit) | (local["method"] != c.method)
+                    | (n_len != c.n_len) | (csize > limit - data))
         if not problems.any():
-            # Names: gather every local name at once and compare with the central names.
-            starts = lho + LOCAL_SIZE
-            total = int(cn_len.sum())
-            idx = np.repeat(starts - np.concatenate(([0], np.cumsum(cn_len)[:-1])), cn_len)
-            local_names = u8[idx + np.arange(total)]
-            central = np.frombuffer(b"".join(fields[1]), np.uint8)
-            if not np.array_equal(local_names, central):
-                diff = np.flatnonzero(local_names != central)[0]
-                problems[np.searchsorted(np.cumsum(cn_len), diff, side="right")] = True
+            if local_names is not None:
+                problems = ((local_names != c.window[:, :width])
+                            & (np.arange(width) < c.n_len[:, None])).any(axis=1)
+            else:
+                problems = self._names_differ(c, lho + LOCAL_SIZE)
         if problems.any():
             k = int(np.flatnonzero(problems)[0])
-            self._local_error(recs[k], int(data[k]), limit)
+            self._local_error(c, k, int(data[k]), limit)
         # Members must not overlap (overlapping members are a zip-bomb device).
         order = np.argsort(lho, kind="stable")
         ends = data + csize
@@ -350,27 +518,51 @@ class ZipDirectory:
         if over.size:
             k = int(over[np.argmin(lho[over])])
             b = int(order[np.searchsorted(lho[order], lho[k], side="right")])
-            raise CorruptError(f"member {recs[k][0]!r} [0x{lho[k]:x}, 0x{ends[k]:x}) overlaps "
-                               f"member {recs[b][0]!r} at 0x{lho[b]:x}", file=path,
-                               structure=f"zip member {recs[b][0]!r}", offset=int(lho[b]))
+            raise CorruptError(f"member {names[k]!r} [0x{lho[k]:x}, 0x{ends[k]:x}) overlaps "
+                               f"member {names[b]!r} at 0x{lho[b]:x}", file=path,
+                               structure=f"zip member {names[b]!r}", offset=int(lho[b]))
         # Data descriptors (flag bit 3): 12 bytes, 20 with ZIP64 sizes, +4 with the signature.
-        flags = np.array(fields[2], np.int64)
-        zip64 = np.array(fields[10], bool)
+        flags = c.flags
         room = nxt - ends
         at = np.where(room >= 4, ends, 0)
-        sig = u8[at[:, None] + np.arange(4)].view("<u4").reshape(n)
+        sig = np.lib.stride_tricks.sliding_window_view(u8, 4)[at].view("<u4").reshape(n)
         has_sig = (room >= 4) & (sig == int.from_bytes(DESCRIPTOR_MAGIC, "little"))
-        desc = np.where(zip64, 20, 12) + 4 * has_sig
+        desc = np.where(c.zip64, 20, 12) + 4 * has_sig
         desc = np.where(((flags & FLAG_DESCRIPTOR) != 0) & (desc <= room), desc, 0)
-        compressed = ((cmethod != 0) | ((flags & FLAG_ENCRYPTED) != 0)).tolist()
-        make = ZipEntry._make
-        return [make((i, r[0], r[3], r[2], r[4], r[5], r[6], r[7], r[8], r[9], r[10], d, x, ds, c))
-                for i, (r, d, x, ds, c) in enumerate(zip(recs, data.tolist(), x_len.tolist(),
-                                                         desc.tolist(), compressed))]
+        compressed = (c.method != 0) | ((flags & FLAG_ENCRYPTED) != 0)
+        self.arrays = arrays = {
+            "method": c.method, "flags": flags, "crc32": c.crc32, "compressed_size": csize,
+            "file_size": c.usize, "header_offset": lho, "central_offset": c.pos,
+            "central_size": c.rec, "zip64": c.zip64, "data_offset": data, "local_extra": x_len,
+            "descriptor_size": desc, "compressed": compressed}
+        for a in arrays.values():
+            a.flags.writeable = False
 
-    def _local_error(self, r: tuple, data: int, limit: int) -> None:
-        """Raise the precise error for the local header of central record ``r``."""
-        name, raw, _, method, _, csize, _, lho = r[:8]
+    def _names_differ(self, c: _Central, local: Any) -> Any:
+        """Which local names (at ``local``, lengths already equal) differ from the central
+        ones: fixed-width windows compared at once, or byte by byte for long names."""
+        import numpy as np
+
+        whole = np.frombuffer(self.src.buf, np.uint8)
+        central = c.pos + CENTRAL_SIZE
+        width = int(c.n_len.max())
+        if width == 0:
+            return np.zeros(len(central), bool)
+        if width <= 256 and len(central) * width <= 2 * int(c.n_len.sum()) + 65536 and \
+                max(int(central.max()), int(local.max())) + width <= len(whole):
+            win = np.lib.stride_tricks.sliding_window_view(whole, width)
+            differ = (win[local] != win[central]) & (np.arange(width) < c.n_len[:, None])
+            return differ.any(axis=1)
+        owner = np.repeat(np.arange(len(central)), c.n_len)
+        at = np.arange(len(owner)) - np.repeat(np.cumsum(c.n_len) - c.n_len, c.n_len)
+        differ = np.zeros(len(central), bool)
+        differ[owner[whole[local[owner] + at] != whole[central[owner] + at]]] = True
+        return differ
+
+    def _local_error(self, c: _Central, k: int, data: int, limit: int) -> None:
+        """Raise the precise error for the local header of central record ``k``."""
+        name, method, csize, lho = c.names[k], int(c.method[k]), int(c.csize[k]), int(c.lho[k])
+        raw = self.src.buf[int(c.pos[k]) + CENTRAL_SIZE:int(c.pos[k]) + CENTRAL_SIZE + int(c.n_len[k])]
         path = self.path
         what = f"zip local header of {name!r}"
         magic, _, _, l_method, _, _, _, _, _, n_len, x_len = _LOCAL.unpack_from(self.src.buf, lho)
@@ -395,7 +587,7 @@ class ZipDirectory:
         return iter(self.entries)
 
     def __len__(self) -> int:
-        return len(self.entries)
+        return len(self.names)
 
     def view(self, e: ZipEntry) -> memoryview:
         """The member's stored bytes, zero-copy (compressed bytes for a compressed member)."""
@@ -406,6 +598,14 @@ class ZipDirectory:
 
         Stored members are copied; deflated ones are decompressed with an output bound of
         ``min(file_size, limit)`` (the declared size is never trusted for allocation).
+        Raises as :meth:`content` does.
+        """
+        out = self.content(e, limit)
+        return out if isinstance(out, bytes) else bytes(out)
+
+    def content(self, e: ZipEntry, limit: int) -> bytes | memoryview:
+        """The member's content, at most ``limit`` bytes: a zero-copy view of a stored
+        member, the inflated ``bytes`` of a deflated one (bounded as in :meth:`read`).
 
         Raises:
             CorruptError: the content is larger than ``limit`` or than declared, or does not
@@ -426,7 +626,7 @@ class ZipDirectory:
                 raise CorruptError(f"stored member sizes differ ({e.compressed_size} stored, "
                                    f"{e.file_size} declared)", file=self.path, structure=what,
                                    offset=e.data_offset)
-            return bytes(raw)
+            return raw
         if e.method != 8:
             raise UnsupportedVersionError(
                 f"compression method {e.method} ({METHODS.get(e.method, 'unknown')}) is not "
@@ -506,6 +706,10 @@ def _zip64_extra(buf: memoryview, pos: int, length: int, usize: int, csize: int,
                     raise TruncatedError("disk number is missing from the zip64 field", file=path,
                                          structure=what, offset=pos)
                 disk = struct.unpack_from("<I", buf, p)[0]
+            for field, value in values.items():
+                if value >= _INT64_LIMIT:
+                    raise CorruptError(f"{field} 0x{value:x} does not fit in 63 bits", file=path,
+                                       structure=what, offset=pos)
             return (values.get("file_size", usize), values.get("compressed_size", csize),
                     values.get("header_offset", lho), disk, True)
         pos += 4 + xlen

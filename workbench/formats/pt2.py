@@ -37,7 +37,8 @@ import json
 import re
 import struct
 from collections import Counter
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, NamedTuple
 
 from .._fmt import escape
 from ..artifact import Parsed
@@ -112,6 +113,16 @@ def read(src: Source) -> Parsed:
 _UNSAFE = re.compile(r"^[/\\]|^[A-Za-z]:|\\|[\x00-\x1f\x7f-\x9f]|(?:^|/)\.\.(?:/|$)")
 #: Control characters other than NUL (the separator of the joined names).
 _CONTROL = re.compile(r"[\x01-\x1f\x7f-\x9f]")
+#: The ASCII control characters of _CONTROL, for bytes.translate.
+_ASCII_CONTROL = bytes([*range(1, 0x20), 0x7F])
+
+
+def _has_control(text: str) -> bool:
+    """``_CONTROL.search(text) is not None``; for ASCII text without a regex scan."""
+    if text.isascii():
+        raw = text.encode("ascii")
+        return len(raw.translate(None, _ASCII_CONTROL)) != len(raw)
+    return _CONTROL.search(text) is not None
 
 
 def _is_pickle(buf: memoryview, e: ZipEntry) -> bool:
@@ -181,71 +192,138 @@ def _layout_facts(code: Any, shape: tuple, strides: tuple, offset: Any
 
 
 _NUM = rb"(?:0|[1-9][0-9]*)"
-_AS_INTS = rb'((?:\{"as_int": ' + _NUM + rb'\}(?:, (?=\{))?)*)'
-#: One config entry exactly as torch writes it (json.dumps defaults, raw tensor storage).
-_CANONICAL_ENTRY = re.compile(
-    rb'("((?:[^"\\]|\\.)*)": \{"path_name": "([^"\\/]*)", "is_param": (true|false), '
-    rb'"use_pickle": false, "tensor_meta": \{"dtype": (' + _NUM + rb'), "sizes": \[' + _AS_INTS
-    + rb'\], "requires_grad": (true|false), "device": \{"type": "[^"\\]*", "index": '
-    rb'(?:null|' + _NUM + rb')\}, "strides": \[' + _AS_INTS + rb'\], "storage_offset": '
-    rb'\{"as_int": (' + _NUM + rb')\}, "layout": ' + _NUM + rb'\}\}(?:, |\}\}$))')
+_AS_INTS = rb'((?:\{"as_int": ' + _NUM + rb'\}(?:, \{"as_int": ' + _NUM + rb'\})*)?)'
+#: One config entry as torch writes it, loosely: ``"<fqn>": {"path_name": "<name>"<tail>}}``
+#: and the separator; the tail is checked on its own (:data:`_CANONICAL_TAIL`).
+_CANONICAL_ENTRY = re.compile(rb'"([^"\\]*(?:\\.[^"\\]*)*)": \{"path_name": "([^"\\/]*)"'
+                              rb'([^}]*(?:\}[^}]+)*)\}\}(?:, |\}\}\Z)')
+#: Bytes of a :data:`_CANONICAL_ENTRY` match outside its three groups.
+_ENTRY_FIXED = len(b'"": {"path_name": ""}}, ')
+#: The rest of an entry exactly as torch writes it (json.dumps defaults, raw tensor storage).
+_CANONICAL_TAIL = re.compile(
+    rb', "is_param": (true|false), "use_pickle": false, "tensor_meta": \{"dtype": (' + _NUM
+    + rb'), "sizes": \[' + _AS_INTS + rb'\], "requires_grad": (true|false), "device": '
+    rb'\{"type": "[^"\\]*", "index": (?:null|' + _NUM + rb')\}, "strides": \[' + _AS_INTS
+    + rb'\], "storage_offset": \{"as_int": (' + _NUM + rb')\}, "layout": ' + _NUM)
 _CONFIG_HEAD = b'{"config": {'
+_DIGITS = re.compile(rb"[0-9]+")
+
+class _Layout(NamedTuple):
+    """Everything about a raw config entry but its FQN and member (shared by the entries
+    that agree on it); ``reach`` and ``offset_bytes`` are in bytes of the storage."""
+
+    kind: str
+    dtype: str
+    nbytes: int
+    reach: int
+    contiguous: bool
+    offset_bytes: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    storage_offset: int
+    requires_grad: bool
 
 
-def _canonical_config(raw: bytes, prefix: str, kinds: tuple[str, str],
-                      by_name: dict[str, ZipEntry]) -> list[tuple] | None:
-    """Config entries of a document in torch's exact output form, parsed by one regex
-    (about twice as fast as :func:`json.loads` plus a walk over the dicts), or ``None``
-    when the document is not in that form, so the general path decides.
+def _layout_of(kind: str, facts: tuple, shape: tuple, strides: tuple, off: int,
+               requires_grad: bool) -> _Layout:
+    """A :class:`_Layout` from :func:`_layout_facts`' tuple and the rest."""
+    return _Layout(kind, *facts, shape, strides, off, requires_grad)
 
-    Exact: the matches must tile the whole document, FQNs must be unique (``json.loads``
-    keeps the last of duplicate keys) and every value must be valid; anything else returns
-    ``None``. Every member must exist and every view be valid, else ``None`` too (the JSON
-    path then raises the precise error).
+
+class _ConfigRows(NamedTuple):
+    """The raw-tensor entries of one weights/constants config, columnar.
+
+    ``fqns`` and ``members`` (member indices) have one item per entry; ``layout[k]`` is the
+    index in ``layouts`` of entry ``k``'s :class:`_Layout`.
+    """
+
+    fqns: list[str]
+    members: list[int]
+    layout: list[int]
+    layouts: list[_Layout]
+
+
+def _decode_names(items: tuple[bytes, ...] | list[bytes], escaped: bool) -> list[str]:
+    """UTF-8 names of a config, all at once (``\\`` escapes decoded when ``escaped``).
+
+    Raises UnicodeDecodeError / ValueError for an invalid name."""
+    joined = b"\0".join(items)  # (no NUL inside: control characters were rejected)
+    if escaped and b"\\" in joined:
+        return [json.loads(b'"' + s + b'"') if b"\\" in s else s.decode() for s in items]
+    return joined.decode().split("\0") if items else []
+
+
+def _canonical_config(raw: bytes | memoryview, prefix: str, kinds: tuple[str, str],
+                      zd: ZipDirectory) -> _ConfigRows | None:
+    """Config entries of a document in torch's exact output form, parsed by regular
+    expressions over the whole document and over each *distinct* entry tail (much faster
+    than :func:`json.loads` plus a walk over the dicts), or ``None`` when the document is not
+    in that form, so the general path decides.
+
+    Exact: the matches must tile the whole document, every tail must match the canonical
+    form, FQNs must be unique (``json.loads`` keeps the last of duplicate keys) and every
+    value must be valid; anything else returns ``None``. Every member must exist and every
+    view be valid and fit its member, else ``None`` too (the JSON path then raises the
+    precise error).
 
     Example:
-        >>> _canonical_config(b'{"config": {}}', "", ("buffer", "parameter"), {}) is None
+        >>> _canonical_config(b'{"config": {}}', "", ("buffer", "parameter"), None) is None
         True
     """
     import numpy as np
 
-    if not raw.startswith(_CONFIG_HEAD) or np.frombuffer(raw, np.uint8).min() < 0x20:
-        return None  # (control characters: invalid inside JSON strings; whitespace: not canonical)
-    found = _CANONICAL_ENTRY.findall(raw, len(_CONFIG_HEAD))
-    if not found or sum(len(m[0]) for m in found) != len(raw) - len(_CONFIG_HEAD):
+    if raw[:len(_CONFIG_HEAD)] != _CONFIG_HEAD:
         return None
+    u8 = np.frombuffer(raw, np.uint8)
+    if u8.min() < 0x20:
+        return None  # (control characters: invalid inside JSON strings; whitespace: not canonical)
+    if u8.max() >= 0x80:
+        try:  # json.loads rejects what is not UTF-8 anywhere in the document
+            codecs.decode(raw, "utf-8")
+        except UnicodeDecodeError:
+            return None
+    found = _CANONICAL_ENTRY.findall(raw, len(_CONFIG_HEAD))
+    if not found:
+        return None
+    fqn_raw, path_raw, tails = zip(*found)
+    n = len(found)
+    if sum(map(len, fqn_raw)) + sum(map(len, path_raw)) + sum(map(len, tails)) + \
+            n * _ENTRY_FIXED != len(raw) - len(_CONFIG_HEAD):
+        return None  # the matches do not tile the document
+    ids: dict[bytes, int] = dict(zip(dict.fromkeys(tails), range(n)))
     dims: dict[bytes, tuple[int, ...]] = {}
-    layouts: dict[tuple, tuple | None] = {}
-    items: list[tuple] = []
-    add = items.append
-    names: set[str] = set()
+    layouts: list[_Layout] = []
+    for tail in ids:
+        m = _CANONICAL_TAIL.fullmatch(tail)
+        if m is None:
+            return None
+        is_param, code, sizes, requires_grad, strides, off = m.groups()
+        shape = dims.get(sizes)
+        if shape is None:
+            shape = dims[sizes] = tuple(map(int, _DIGITS.findall(sizes)))
+        st = dims.get(strides)
+        if st is None:
+            st = dims[strides] = tuple(map(int, _DIGITS.findall(strides)))
+        facts = _layout_facts(int(code), shape, st, int(off))
+        if facts is None:
+            return None
+        layouts.append(_layout_of(kinds[is_param == b"true"], facts, shape, st, int(off),
+                                  requires_grad == b"true"))
     try:
-        for _, fqn, path_name, is_param, code, sizes, requires_grad, strides, off in found:
-            shape = dims.get(sizes)
-            if shape is None:
-                shape = dims[sizes] = tuple(map(int, _DIGITS.findall(sizes)))
-            st = dims.get(strides)
-            if st is None:
-                st = dims[strides] = tuple(map(int, _DIGITS.findall(strides)))
-            key = (int(code), shape, st, int(off))
-            facts = layouts.get(key)
-            if facts is None:
-                facts = layouts[key] = _layout_facts(*key)
-                if facts is None:
-                    return None
-            member = by_name.get(prefix + path_name.decode())
-            if member is None or facts[2] > member.file_size:
-                return None
-            name = json.loads(b'"' + fqn + b'"') if b"\\" in fqn else fqn.decode()
-            names.add(name)
-            add((name, member, kinds[is_param == b"true"], facts, shape, st, key[3],
-                 requires_grad == b"true"))
+        fqns = _decode_names(fqn_raw, escaped=True)
+        paths = _decode_names(path_raw, escaped=False)
     except (UnicodeDecodeError, ValueError):
         return None
-    return items if len(names) == len(items) else None
-
-
-_DIGITS = re.compile(rb"[0-9]+")
+    if len(set(fqns)) != n:
+        return None
+    members = list(map(zd.index.get, map(prefix.__add__, paths)))
+    if None in members:
+        return None
+    layout = list(map(ids.__getitem__, tails))
+    reach = np.array([lay.reach for lay in layouts], np.int64)[layout]
+    if (reach > zd.arrays["file_size"][members]).any():
+        return None
+    return _ConfigRows(fqns, members, layout, layouts)
 
 
 def _as_int(v: Any) -> int | None:
@@ -258,40 +336,89 @@ def _as_int(v: Any) -> int | None:
 
 
 #: Fields of a tensor row (the ``tensors`` columns, plus ``storage_key``: rows with the same
-#: key share bytes).
+#: key share bytes). ``member`` holds the member's index (or ``None``).
 ROW_FIELDS = ("fqn", "model", "kind", "dtype", "shape", "strides", "storage_offset", "nbytes",
               "storage", "offset", "requires_grad", "member", "pickled", "contiguous",
               "storage_key")
 
 
-def _row_tuple(row: dict[str, Any]) -> tuple:
-    return tuple(row[f] for f in ROW_FIELDS)
+# ------------------------------------------------------------------------------ column helpers
+# Ready pandas arrays for big columns (frames.build uses them as they are), made exactly as
+# frames' converters make them from lists.
+
+
+def _objects(values: Any) -> Any:
+    """A 1-d object array of ``values`` (strings or ``None``; never split into characters)."""
+    import numpy as np
+
+    out = np.empty(len(values), object)
+    out[:] = list(values)
+    return out
+
+
+def _strings(values: Any) -> Any:
+    """A ``string`` column from a list or object array of ``str`` (no missing values)."""
+    import numpy as np
+    import pandas as pd
+
+    return pd.arrays.StringArray(np.asarray(values, dtype=object) if len(values)
+                                 else np.empty(0, object))
+
+
+def _categories(values: Any) -> Any:
+    """A ``category`` column from a list or object array of ``str`` / ``None`` (missing),
+    categories in order of first appearance (as frames makes it from a list)."""
+    import numpy as np
+    import pandas as pd
+
+    if not len(values):
+        return pd.Categorical([])
+    codes, uniques = pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=True)
+    return pd.Categorical.from_codes(codes, categories=uniques, validate=False)
+
+
+def _optional_ints(values: Any, missing: Any = None) -> Any:
+    """An ``Int64`` column from ``int64`` values, missing where ``missing`` (default: < 0)."""
+    import numpy as np
+    import pandas as pd
+
+    mask = values < 0 if missing is None else missing
+    return pd.arrays.IntegerArray(np.where(mask, 0, values), mask)
+
+
+def _aligns(offsets: Any) -> Any:
+    """``align`` from ``int64`` offsets: the largest power of two dividing each, missing for 0."""
+    return _optional_ints(offsets & -offsets, offsets == 0)
 
 
 # ------------------------------------------------------------------------------ the archive
 
 
 class _Archive:
-    """Everything read from one archive; builders turn it into plain columns."""
+    """Everything read from one archive; builders turn it into columns."""
 
     def __init__(self, src: Source) -> None:
         self.src = src
         self.path = src.path
         self.zip = ZipDirectory(src)
         self.findings: list[dict[str, Any]] = []
-        self.info: dict[str, Any] = {"members": len(self.zip.entries), "zip64": self.zip.zip64}
-        entries = self.zip.entries
-        self.root = entries[0].name.split("/", 1)[0] if entries and "/" in entries[0].name else ""
+        names = self.zip.names
+        n = len(names)
+        self.info: dict[str, Any] = {"members": n, "zip64": self.zip.zip64}
+        self.root = names[0].split("/", 1)[0] if names and "/" in names[0] else ""
         self.info["archive_root"] = self.root
-        self.roles: list[str] = ["other"] * len(entries)
-        self.models_of: list[str | None] = [None] * len(entries)
-        self.pickled: list[bool] = [False] * len(entries)
+        self.roles: list[str] = ["other"] * n
+        self.models_of: list[str | None] = [None] * n
+        self.pickled: list[bool] = [False] * n
         self.used_by: dict[int, list[str]] = {}
-        self.rows: list[tuple] = []  # tensor rows, fields in ROW_FIELDS order
+        #: tensor rows, one list per field of ROW_FIELDS
+        self.rows: dict[str, list] = {f: [] for f in ROW_FIELDS}
         self.models: dict[str, dict[str, Any]] = {}
         self.so_regions: dict[int, tuple[int, int]] = {}  # .so entry index -> constants range
         self._graph_cache: dict[str, dict[str, Any]] = {}
         self.aoti: dict[str, list[ZipEntry]] = {}  # data/aotinductor/<model>/ members
+        self._program_members: list[int] = []  # graph and config members, in order
+        self._used_cache: Any = None  # see _used_text
         self._check_names()
         self._classify()
         self._metadata()
@@ -300,32 +427,43 @@ class _Archive:
         self._sniff_pickles()
         self._name_rows()
 
+    def _add_row(self, row: dict[str, Any]) -> None:
+        """Append one tensor row (a dict with every field of :data:`ROW_FIELDS`)."""
+        for f, col in self.rows.items():
+            col.append(row[f])
+
     # -- findings ---------------------------------------------------------------------------
     def _find(self, severity: str, structure: str, message: str, offset: int | None = None) -> None:
         self.findings.append({"severity": severity, "structure": structure, "offset": offset,
                               "message": message})
 
     def _check_names(self) -> None:
-        for name in self.zip.duplicates:
+        zd = self.zip
+        for name in zd.duplicates:
             self._find("warning", f"zip member {escape(name)!r}",
                        "the name occurs more than once; the first entry is used")
-        names = [e.name for e in self.zip.entries]
+        names = zd.names
         joined = "\0".join(names)
+        no_nul = joined.count("\0") == max(len(names) - 1, 0)
         # Cheap substring tests over all names at once; per name only when one fires.
         if ".." in joined or "\\" in joined or ":" in joined or joined.startswith("/") or \
-                "\0/" in joined or _CONTROL.search(joined) is not None or \
-                joined.count("\0") != max(len(names) - 1, 0):
+                "\0/" in joined or _has_control(joined) or not no_nul:
             self.unsafe = [_UNSAFE.search(n) is not None for n in names]
         else:
             self.unsafe = [False] * len(names)
-        for e, unsafe in zip(self.zip.entries, self.unsafe):
-            if unsafe:
-                self._find("warning", f"zip member {escape(e.name)!r}",
-                           "unsafe member name (absolute path, '..', backslash or control "
-                           "character); nothing is extracted", e.header_offset)
+        if True in self.unsafe:
+            for i, unsafe in enumerate(self.unsafe):
+                if unsafe:
+                    self._find("warning", f"zip member {escape(names[i])!r}",
+                               "unsafe member name (absolute path, '..', backslash or control "
+                               "character); nothing is extracted",
+                               int(zd.arrays["header_offset"][i]))
         if self.root:
             prefix = self.root + "/"
-            outside = sum(not e.name.startswith(prefix) for e in self.zip.entries)
+            if no_nul:  # every name starts after a NUL of "\0" + joined
+                outside = len(names) - ("\0" + joined).count("\0" + prefix)
+            else:
+                outside = sum(not n.startswith(prefix) for n in names)
             if outside:
                 self._find("warning", "zip central directory",
                            f"{outside} member(s) lie outside the archive folder "
@@ -336,9 +474,17 @@ class _Archive:
         prefix = self.root + "/" if self.root else ""
         cut = len(prefix)
         roles, models_of, pickled = self.roles, self.models_of, self.pickled
-        for e in self.zip.entries:
-            name = e.name
-            if not name.startswith(prefix):
+        programs = self._program_members
+        # The common members first: raw weight storages, data/weights/<x>.
+        weights = f"{prefix}data/weights/"
+        w_cut = len(weights)
+        for i, name in enumerate(self.zip.names):
+            if name.startswith(weights):
+                base = name[w_cut:]
+                if "/" not in base and not base.endswith(("_weights_config.json", ".pt")):
+                    roles[i] = "weights"
+                    continue
+            elif not name.startswith(prefix):
                 continue
             rel = name[cut:]
             top, _, rest = rel.partition("/")
@@ -368,7 +514,7 @@ class _Archive:
                     if not leaf:
                         model = None
                     else:
-                        self.aoti.setdefault(model, []).append(e)
+                        self.aoti.setdefault(model, []).append(self.zip.entry(i))
                     if leaf.endswith(".so"):
                         role = "so"
                     elif leaf.endswith(".blob"):
@@ -383,13 +529,15 @@ class _Archive:
             elif rel in ("archive_format", "archive_version", "byteorder") or \
                     top in (".data", "extra"):
                 role = "metadata"
-            roles[e.index] = role
-            models_of[e.index] = model
+            roles[i] = role
+            models_of[i] = model
             if role == "pickle" or (role == "sample_inputs" and rel.endswith(".pt")):
-                pickled[e.index] = True
+                pickled[i] = True
+            if model is not None and role in ("graph", "config"):
+                programs.append(i)
 
     def _member(self, rel: str) -> ZipEntry | None:
-        return self.zip.by_name.get(f"{self.root}/{rel}" if self.root else rel)
+        return self.zip.get(f"{self.root}/{rel}" if self.root else rel)
 
     def _text(self, e: ZipEntry, limit: int = METADATA_LIMIT) -> bytes:
         return self.zip.read(e, limit)
@@ -428,9 +576,9 @@ class _Archive:
     # -- torch.export programs ----------------------------------------------------------------
     def _exported_programs(self) -> None:
         names: list[str] = []
-        for e in self.zip.entries:
-            model = self.models_of[e.index]
-            if model is not None and self.roles[e.index] in ("graph", "config") and model not in names:
+        for i in self._program_members:
+            model = self.models_of[i]
+            if model not in names:
                 names.append(model)
         for model in names:
             graph = self._member(f"models/{model}.json")
@@ -447,49 +595,81 @@ class _Archive:
                 self._config(model, kind_dir, cfg)
 
     def _config(self, model: str, kind_dir: str, cfg: ZipEntry) -> None:
-        """Rows for every entry of a weights/constants config (``FQN -> payload meta``)."""
-        raw = self._text(cfg)
+        """Rows for every entry of a weights/constants config (``FQN -> payload meta``),
+        added column by column."""
+        import numpy as np
+
+        raw = self.zip.content(cfg, METADATA_LIMIT)  # (zero-copy when stored)
         prefix = f"{self.root}/data/{kind_dir}/" if self.root else f"data/{kind_dir}/"
         kinds = ("constant", "constant") if kind_dir == "constants" else ("buffer", "parameter")
-        items = _canonical_config(raw, prefix, kinds, self.zip.by_name)
-        if items is None:
-            items = self._config_json(model, kind_dir, cfg, raw, prefix, kinds)
-        add = self.rows.append
-        used = self.used_by
-        models_of = self.models_of
-        path = self.path
-        for fqn, member, kind, facts, shape, st, off, requires_grad in items:
-            dtype, nbytes, reach, contiguous, off_bytes = facts
-            if reach > member.file_size:
-                raise OutOfBoundsError(
-                    f"the view reaches {reach} bytes of storage, member {member.name!r} holds "
-                    f"{member.file_size}", file=path, structure=f"{cfg.name} config[{fqn!r}]",
-                    offset=member.data_offset)
-            if member.compressed:
-                storage, offset = "compressed", None
-            elif member.file_size == 0:
-                storage, offset = "zip", None
-                self._find("info", f"{cfg.name} config[{fqn!r}]",
-                           "storage member is empty: torch.export.load makes zeros")
-            else:
-                storage, offset = "zip", member.data_offset + off_bytes
-            add((fqn, model, kind, dtype, shape, st, off, nbytes, storage, offset, requires_grad,
-                 member, False, contiguous, member.name))
-            i = member.index
-            if models_of[i] is None:
-                models_of[i] = model
-            users = used.get(i)
-            if users is None:
-                used[i] = [fqn]
-            else:
-                users.append(fqn)
+        block = _canonical_config(raw, prefix, kinds, self.zip)
+        if block is None:
+            block = self._config_json(model, kind_dir, cfg, raw, prefix, kinds)
+        fqns, members, layout, layouts = block
+        n = len(fqns)
+        if not n:
+            return
+        arrays = self.zip.arrays
+        idx = np.array(members, np.int64)
 
-    def _config_json(self, model: str, kind_dir: str, cfg: ZipEntry, raw: bytes, prefix: str,
-                     kinds: tuple[str, str]) -> list[tuple]:
-        """Config entries via :func:`json.loads`: raw tensors as tuples for ``_config``;
+        def per_layout(field: str) -> list:
+            values = [getattr(lt, field) for lt in layouts]
+            return list(map(values.__getitem__, layout))
+
+        reach = np.array(per_layout("reach"), np.int64)
+        file_size = arrays["file_size"][idx]
+        over = np.flatnonzero(reach > file_size)
+        if over.size:
+            k = int(over[0])
+            member = self.zip.entry(members[k])
+            raise OutOfBoundsError(
+                f"the view reaches {int(reach[k])} bytes of storage, member {member.name!r} "
+                f"holds {member.file_size}", file=self.path,
+                structure=f"{cfg.name} config[{fqns[k]!r}]", offset=member.data_offset)
+        compressed = arrays["compressed"][idx]
+        empty = ~compressed & (file_size == 0)
+        offsets = arrays["data_offset"][idx] + np.array(per_layout("offset_bytes"), np.int64)
+        if compressed.any() or empty.any():
+            storage = np.where(compressed, "compressed", "zip").tolist()
+            offset: list = offsets.tolist()
+            for k in np.flatnonzero(compressed | empty).tolist():
+                offset[k] = None
+            for k in np.flatnonzero(empty).tolist():
+                self._find("info", f"{cfg.name} config[{fqns[k]!r}]",
+                           "storage member is empty: torch.export.load makes zeros")
+        else:
+            storage, offset = ["zip"] * n, offsets.tolist()
+        rows = self.rows
+        for field, values in (
+                ("fqn", fqns), ("model", [model] * n), ("kind", per_layout("kind")),
+                ("dtype", per_layout("dtype")), ("shape", per_layout("shape")),
+                ("strides", per_layout("strides")),
+                ("storage_offset", per_layout("storage_offset")),
+                ("nbytes", per_layout("nbytes")), ("storage", storage), ("offset", offset),
+                ("requires_grad", per_layout("requires_grad")), ("member", members),
+                ("pickled", [False] * n), ("contiguous", per_layout("contiguous")),
+                ("storage_key", members)):
+            rows[field].extend(values)
+        models_of = np.array(self.models_of, object)
+        models_of[idx[np.equal(models_of[idx], None)]] = model
+        self.models_of = models_of.tolist()
+        used = self.used_by
+        if len(set(members)) == n and used.keys().isdisjoint(members):
+            used.update(zip(members, map(list, zip(fqns))))
+        else:
+            for i, fqn in zip(members, fqns):
+                users = used.get(i)
+                if users is None:
+                    used[i] = [fqn]
+                else:
+                    users.append(fqn)
+
+    def _config_json(self, model: str, kind_dir: str, cfg: ZipEntry, raw: bytes | memoryview,
+                     prefix: str, kinds: tuple[str, str]) -> _ConfigRows:
+        """Config entries via :func:`json.loads`: raw tensors as columns for ``_config``;
         pickled and unusual entries are handled (or rejected) by ``_entry_slow``."""
         try:
-            doc = json.loads(raw)
+            doc = json.loads(bytes(raw))
         except ValueError as exc:
             raise CorruptError(f"invalid JSON ({exc})", file=self.path,
                                structure=f"zip member {cfg.name!r}", offset=cfg.data_offset) from None
@@ -497,23 +677,23 @@ class _Archive:
         if not isinstance(entries, dict):
             raise CorruptError("expected an object with a 'config' object", file=self.path,
                                structure=f"zip member {cfg.name!r}", offset=cfg.data_offset)
-        by_name = self.zip.by_name
-        items: list[tuple] = []
-        add = items.append
-        layouts: dict[tuple, tuple | None] = {}  # (dtype, sizes, strides, offset) -> facts
+        index = self.zip.index
+        out = _ConfigRows([], [], [], [])
+        ids: dict[_Layout, int] = {}
+        facts_of: dict[tuple, tuple | None] = {}  # (dtype, sizes, strides, offset) -> facts
         for fqn, meta in entries.items():
             # The shape torch writes; anything else goes to _entry_slow, which accepts what
             # is optional and raises a precise error for what is wrong.
             try:
                 path_name = meta["path_name"]
-                member = by_name[prefix + path_name]
+                member = index[prefix + path_name]
                 tm = meta["tensor_meta"]
                 shape = tuple([d["as_int"] for d in tm["sizes"]])
                 st = tuple([d["as_int"] for d in tm["strides"]])
                 key = (tm["dtype"], shape, st, tm["storage_offset"]["as_int"])
-                facts = layouts.get(key)
-                if facts is None and key not in layouts:
-                    facts = layouts[key] = _layout_facts(*key)
+                facts = facts_of.get(key)
+                if facts is None and key not in facts_of:
+                    facts = facts_of[key] = _layout_facts(*key)
                 ok = facts is not None and meta["use_pickle"] is False and "/" not in path_name
                 kind = kinds[meta["is_param"] is True]
             except (KeyError, TypeError, IndexError):
@@ -521,8 +701,15 @@ class _Archive:
             if not ok:
                 self._entry_slow(model, kind_dir, cfg, fqn, meta)
                 continue
-            add((fqn, member, kind, facts, shape, st, key[3], tm.get("requires_grad") is True))
-        return items
+            lt = _layout_of(kind, facts, shape, st, key[3], tm.get("requires_grad") is True)
+            k = ids.get(lt)
+            if k is None:
+                k = ids[lt] = len(out.layouts)
+                out.layouts.append(lt)
+            out.fqns.append(fqn)
+            out.members.append(member)
+            out.layout.append(k)
+        return out
 
     def _entry_slow(self, model: str, kind_dir: str, cfg: ZipEntry, fqn: str, meta: Any) -> None:
         """One config entry, validated field by field (pickled entries, optional fields)."""
@@ -543,8 +730,8 @@ class _Archive:
         row: dict[str, Any] = {
             "fqn": fqn, "model": model, "kind": kind, "dtype": None, "shape": None, "strides": None,
             "storage_offset": None, "nbytes": 0, "storage": "zip", "offset": None,
-            "requires_grad": None, "member": member, "pickled": use_pickle, "contiguous": None,
-            "storage_key": member.name,
+            "requires_grad": None, "member": member.index, "pickled": use_pickle,
+            "contiguous": None, "storage_key": member.index,
         }
         tm = meta.get("tensor_meta")
         if tm is not None:
@@ -595,7 +782,7 @@ class _Archive:
         self.models_of[member.index] = self.models_of[member.index] or model
         self.used_by.setdefault(member.index, []).append(fqn)
         if tm is not None:  # custom objects (no tensor_meta) are members, not tensors
-            self.rows.append(_row_tuple(row))
+            self._add_row(row)
 
     # -- AOTInductor packages -------------------------------------------------------------
     def _aoti_packages(self) -> None:
@@ -604,89 +791,126 @@ class _Archive:
 
     def _sniff_pickles(self) -> None:
         buf = self.src.buf
-        for e in self.zip.entries:
-            i = e.index
-            if self.pickled[i] or i in self.used_by or \
-                    self.roles[i] not in ("other", "sample_inputs", "metadata", "weights", "constants"):
+        zd = self.zip
+        roles, pickled, used = self.roles, self.pickled, self.used_by
+        sniffed = ("other", "sample_inputs", "metadata", "weights", "constants")
+        for i in range(len(roles)):
+            if pickled[i] or i in used or roles[i] not in sniffed:
                 continue
-            if _is_pickle(buf, e):
-                self.pickled[i] = True
-                if self.roles[i] != "sample_inputs":
-                    self.roles[i] = "pickle"
-        n = sum(self.pickled)
+            if _is_pickle(buf, zd.entry(i)):
+                pickled[i] = True
+                if roles[i] != "sample_inputs":
+                    roles[i] = "pickle"
+        n = sum(pickled)
         if n:
             self._find("info", "zip central directory",
                        f"{n} pickled member(s) are listed but never unpickled "
                        "(torch.export.load would unpickle them: only load trusted files)")
-        comp = [e for e in self.zip.entries if e.compressed]
-        if comp:
+        comp = zd.arrays["compressed"]
+        if comp.any():
+            first = zd.entry(int(comp.argmax()))
             self._find("info", "zip central directory",
-                       f"{len(comp)} compressed member(s) (e.g. {escape(comp[0].name)!r}, "
-                       f"{METHODS.get(comp[0].method, comp[0].method)}): not zero-copy")
+                       f"{int(comp.sum())} compressed member(s) (e.g. {escape(first.name)!r}, "
+                       f"{METHODS.get(first.method, first.method)}): not zero-copy")
 
     def _name_rows(self) -> None:
         """Give each tensor row a unique ``name`` (its FQN, qualified by model when the FQN
         occurs more than once), a ``storage_id`` and the ``shared`` flag."""
+        import numpy as np
+
         rows = self.rows
-        fqns = [r[0] for r in rows]
-        keys = [r[14] for r in rows]
+        fqns, keys = rows["fqn"], rows["storage_key"]
         counts = Counter(fqns) if len(set(fqns)) != len(fqns) else None
-        ids: dict[str, int] = {}
-        for key in keys:
-            if key not in ids:
-                ids[key] = len(ids)
+        ids = dict(zip(dict.fromkeys(keys), range(len(keys))))
         users = Counter(keys) if len(ids) != len(keys) else None
         if counts is None:
             self.names = fqns
         else:
             self.names = [fqn if counts[fqn] == 1 else
-                          f"{r[1]}/aoti/{fqn}" if r[8] in ("so", "blob", "folded") else f"{r[1]}/{fqn}"
-                          for r, fqn in zip(rows, fqns)]
-        self.storage_ids = [ids[k] for k in keys]
-        self.shared = [False] * len(rows) if users is None else [users[k] > 1 for k in keys]
+                          f"{model}/aoti/{fqn}" if storage in ("so", "blob", "folded") else
+                          f"{model}/{fqn}"
+                          for fqn, model, storage in zip(fqns, rows["model"], rows["storage"])]
+        n = len(keys)
+        self.storage_ids = np.fromiter(map(ids.__getitem__, keys), np.int64, n)
+        self.shared = np.zeros(n, bool) if users is None else \
+            np.fromiter([users[k] > 1 for k in keys], bool, n)
 
     # -- frames ---------------------------------------------------------------------------
-    def tensors_columns(self) -> dict[str, list]:
-        rows = self.rows
-        cols: dict[str, list] = (dict(zip(ROW_FIELDS, map(list, zip(*rows)))) if rows
-                                 else {f: [] for f in ROW_FIELDS})
-        del cols["storage_key"]
-        cols["name"] = self.names
-        cols["storage_id"] = self.storage_ids
-        cols["shared"] = self.shared
-        path = self.path
-        cols["file"] = [None if o is None else path for o in cols["offset"]]
-        cols["align"] = [o & -o if o else None for o in cols["offset"]]
-        cols["member"] = [None if m is None else m.name for m in cols["member"]]
+    def tensors_columns(self) -> dict[str, Any]:
+        import numpy as np
+        import pandas as pd
+
+        cols: dict[str, Any] = {f: v for f, v in self.rows.items() if f != "storage_key"}
+        names = _objects(self.names)
+        cols["name"] = _strings(names)
+        cols["fqn"] = _strings(names.copy() if self.names is cols["fqn"] else cols["fqn"])
+        for c in ("model", "kind", "dtype", "storage"):
+            cols[c] = _categories(cols[c])
+        none = np.zeros(len(self.storage_ids), bool)
+        cols["storage_id"] = pd.arrays.IntegerArray(self.storage_ids, none)
+        cols["shared"] = pd.arrays.BooleanArray(self.shared, none.copy())
+        offsets = cols["offset"]
+        missing = np.zeros(len(offsets), bool)
+        if None in offsets:
+            missing = np.equal(np.array(offsets, object), None)
+            offsets = [0 if o is None else o for o in offsets]
+        values = np.array(offsets, np.int64)
+        cols["offset"] = _optional_ints(values, missing)
+        cols["align"] = _aligns(values)
+        files = np.full(len(values), self.path, object)
+        files[missing] = pd.NA
+        cols["file"] = pd.arrays.StringArray(files)
+        members = cols["member"]
+        if None in members:
+            cols["member"] = [None if m is None else self.zip.names[m] for m in members]
+        else:
+            cols["member"] = _strings(_objects(self.zip.names)[np.array(members, np.int64)]
+                                      if members else [])
         return cols
 
-    def members_columns(self) -> dict[str, list]:
-        es = self.zip.entries
-        offsets = [e.data_offset for e in es]
+    def _used_text(self) -> Any:
+        """Per member, the names of the tensors whose bytes it holds (``"; "``-joined), as
+        an object array."""
+        import numpy as np
+
+        text = self._used_cache
+        if text is None:
+            text = self._used_cache = np.full(len(self.roles), "", object)
+            used = self.used_by
+            if used:
+                text[np.fromiter(used, np.int64, len(used))] = _objects(
+                    list(map("; ".join, used.values())))
+        return text
+
+    def members_columns(self) -> dict[str, Any]:
+        import numpy as np
+
+        a = self.zip.arrays
+        n = len(self.roles)
+        offsets = a["data_offset"]
         return {
-            "index": [e.index for e in es], "name": [e.name for e in es], "kind": self.roles,
-            "model": self.models_of, "file": [self.path] * len(es),
-            "header_offset": [e.header_offset for e in es], "offset": offsets,
-            "size": [e.compressed_size for e in es], "file_size": [e.file_size for e in es],
-            "align": [o & -o if o else None for o in offsets], "method": [e.method for e in es],
-            "compressed": [e.compressed for e in es], "crc32": [e.crc32 for e in es],
-            "pickled": self.pickled, "unsafe_name": self.unsafe,
-            "used_by": ["; ".join(self.used_by.get(e.index, ())) for e in es],
+            "index": np.arange(n, dtype=np.int64), "name": _strings(self.zip.names),
+            "kind": _categories(self.roles), "model": _categories(self.models_of),
+            "file": _strings([self.path] * n),
+            "header_offset": a["header_offset"].copy(), "offset": offsets.copy(),
+            "size": a["compressed_size"].copy(), "file_size": a["file_size"].copy(),
+            "align": _aligns(offsets), "method": a["method"].copy(),
+            "compressed": a["compressed"].copy(), "crc32": a["crc32"].copy(),
+            "pickled": np.array(self.pickled, bool), "unsafe_name": np.array(self.unsafe, bool),
+            "used_by": _strings(self._used_text().copy()),
         }
 
-    def segments_columns(self) -> dict[str, list]:
+    def segments_columns(self) -> dict[str, Any]:
         """Byte ranges covering the file: per member its local header, alignment padding,
         data (split around an AOTInductor ``.so``'s constants) and data descriptor; then the
         central directory and the end records. Gaps become ``padding`` rows (vectorised)."""
         import numpy as np
 
         zd = self.zip
-        es = zd.entries
-        n = len(es)
-        lho = np.fromiter((e.header_offset for e in es), np.int64, n)
-        data = np.fromiter((e.data_offset for e in es), np.int64, n)
-        size = np.fromiter((e.compressed_size for e in es), np.int64, n)
-        desc = np.fromiter((e.descriptor_size for e in es), np.int64, n)
+        a = zd.arrays
+        n = len(zd.names)
+        lho, data = a["header_offset"], a["data_offset"]
+        size, desc = a["compressed_size"], a["descriptor_size"]
         pad = self._paddings(lho, data)
         # Four slots per member: header, padding, data, descriptor.
         starts = np.stack([lho, data - pad, data, data + size], axis=1).ravel()
@@ -694,45 +918,41 @@ class _Archive:
         keep = np.ones((n, 4), bool)
         keep[:, 1] = pad > 0
         keep[:, 3] = desc > 0
-        used_by = self.used_by
-        member_names = [e.name for e in es]
-        users = [used_by.get(k) for k in range(n)]
+        used_text = self._used_text()
         # Object arrays of four slots per member, filled column-wise (no per-row Python).
         names_a = np.empty((n, 4), object)
         names_a[:, 0], names_a[:, 1], names_a[:, 3] = "local header", "padding", "data descriptor"
-        names_a[:, 2] = member_names
+        names_a[:, 2] = zd.names
         kinds_a = np.empty((n, 4), object)
         kinds_a[:, 0], kinds_a[:, 1], kinds_a[:, 3] = "header", "padding", "data_descriptor"
         kinds_a[:, 2] = self.roles
         used_a = np.full((n, 4), "", object)
-        used_a[:, 2] = ["; ".join(u) if u else "" for u in users]
-        index_a = np.repeat(np.arange(n, dtype=np.int64), 4).astype(object)
-        extra: list[tuple] = []
+        used_a[:, 2] = used_text
+        extra: list[tuple] = []  # (start, size, name, kind, member index or -1, used_by)
         for k, (start, end) in self.so_regions.items():
-            e = es[k]
+            e = zd.entry(k)
             keep[k, 2] = False
-            u = users[k]
             extra += [(e.data_offset, start - e.data_offset, e.name, "so", k, ""),
-                      (start, end - start, f"{e.name} [constants]", "blob", k,
-                       "; ".join(u) if u else ""),
+                      (start, end - start, f"{e.name} [constants]", "blob", k, used_text[k]),
                       (end, e.data_end - end, e.name, "so", k, "")]
-        extra.append((zd.cd_offset, zd.cd_size, "central directory", "central_directory", None,
+        extra.append((zd.cd_offset, zd.cd_size, "central directory", "central_directory", -1,
                       f"{n} entries"))
         if zd.zip64_offset is not None:
             extra.append((zd.zip64_offset, zd.zip64_size, "zip64 end of central directory",
-                          "end_record", None, ""))
+                          "end_record", -1, ""))
         if zd.locator_offset is not None:
             extra.append((zd.locator_offset, 20, "zip64 end of central directory locator",
-                          "end_record", None, ""))
+                          "end_record", -1, ""))
         extra.append((zd.eocd_offset, zd.eocd_size, "end of central directory", "end_record",
-                      None, ""))
+                      -1, ""))
         flat = np.flatnonzero(keep.ravel())
-        starts = np.concatenate([starts[flat], np.array([x[0] for x in extra], np.int64)])
-        sizes = np.concatenate([sizes[flat], np.array([x[1] for x in extra], np.int64)])
-        names = names_a.ravel()[flat].tolist() + [x[2] for x in extra]
-        kinds = kinds_a.ravel()[flat].tolist() + [x[3] for x in extra]
-        index = index_a.ravel()[flat].tolist() + [x[4] for x in extra]
-        used = used_a.ravel()[flat].tolist() + [x[5] for x in extra]
+        xs = list(zip(*extra))
+        starts = np.concatenate([starts[flat], np.array(xs[0], np.int64)])
+        sizes = np.concatenate([sizes[flat], np.array(xs[1], np.int64)])
+        names = np.concatenate([names_a.ravel()[flat], _objects(xs[2])])
+        kinds = np.concatenate([kinds_a.ravel()[flat], _objects(xs[3])])
+        index = np.concatenate([flat // 4, np.array(xs[4], np.int64)])
+        used = np.concatenate([used_a.ravel()[flat], _objects(xs[5])])
         order = np.lexsort((sizes, starts))
         s_starts, s_ends = starts[order], (starts + sizes)[order]
         reach = np.maximum.accumulate(s_ends)
@@ -750,24 +970,21 @@ class _Archive:
         if tail < self.src.size:
             fill.append((tail, self.src.size - tail, "trailing data", "trailing"))
         if fill:
-            starts = np.concatenate([starts, np.array([f[0] for f in fill], np.int64)])
-            sizes = np.concatenate([sizes, np.array([f[1] for f in fill], np.int64)])
-            names += [f[2] for f in fill]
-            kinds += [f[3] for f in fill]
-            index += [None] * len(fill)
-            used += [""] * len(fill)
+            fs = list(zip(*fill))
+            starts = np.concatenate([starts, np.array(fs[0], np.int64)])
+            sizes = np.concatenate([sizes, np.array(fs[1], np.int64)])
+            names = np.concatenate([names, _objects(fs[2])])
+            kinds = np.concatenate([kinds, _objects(fs[3])])
+            index = np.concatenate([index, np.full(len(fill), -1, np.int64)])
+            used = np.concatenate([used, _objects([""] * len(fill))])
             order = np.lexsort((sizes, starts))
-        offsets = starts[order]
-        align = (offsets & -offsets).tolist()
-        cols = {"file": [self.path] * len(order), "name": names, "kind": kinds,
-                "offset": offsets.tolist(), "size": sizes[order].tolist(),
-                "align": [a or None for a in align], "index": index, "used_by": used}
         if not np.array_equal(order, np.arange(len(order))):
-            perm = order.tolist()
-            for c in ("name", "kind", "index", "used_by"):
-                col = cols[c]
-                cols[c] = [col[k] for k in perm]
-        return cols
+            names, kinds, index, used = names[order], kinds[order], index[order], used[order]
+        offsets = starts[order]
+        return {"file": _strings([self.path] * len(order)), "name": _strings(names),
+                "kind": _categories(kinds), "offset": offsets, "size": sizes[order],
+                "align": _aligns(offsets), "index": _optional_ints(index),
+                "used_by": _strings(used)}
 
     def _paddings(self, lho: Any, data: Any) -> Any:
         """Alignment padding at the end of each local header's extra field (torch's ``FB``
@@ -775,9 +992,8 @@ class _Archive:
         import numpy as np
 
         zd = self.zip
-        es = zd.entries
-        n = len(es)
-        x_len = np.fromiter((e.local_extra for e in es), np.int64, n)
+        n = len(zd.names)
+        x_len = zd.arrays["local_extra"]
         start = data - x_len
         u8 = np.frombuffer(self.src.buf, np.uint8, count=zd.cd_offset)
         has = x_len >= 4
@@ -786,14 +1002,14 @@ class _Archive:
         single = has & (head[:, 0] == 0x4246) & (head[:, 1] + 4 == x_len)
         pad = np.where(single, head[:, 1], 0)
         for k in np.flatnonzero(has & ~single).tolist():
-            pad[k] = zd.local_padding(es[k])
+            pad[k] = zd.local_padding(zd.entry(k))
         return pad
 
     def _graph(self, model: str) -> dict[str, Any]:
         stats = self._graph_cache.get(model)
         if stats is None:
             e = self.models[model]["entry"]
-            stats = graph_stats(self._text(e), self.path, e)
+            stats = graph_stats(self.zip.content(e, METADATA_LIMIT), self.path, e)
             self._graph_cache[model] = stats
         return stats
 
@@ -828,11 +1044,17 @@ class _Archive:
 
 # ------------------------------------------------------------------------------ graph JSON
 
-_TARGET_CANONICAL = re.compile(rb'"target": "([^"\\]*(?:\\.[^"\\]*)*)"')
+#: A ``"target"`` key right after ``{`` or ``", "`` and its string value (the look-behinds
+#: come after the literal, so the search still runs at the speed of a literal search).
+_TARGET_CANONICAL = re.compile(rb'"target": "(?:(?<=, "target": ")|(?<=\{"target": "))'
+                               rb'([^"\\]*(?:\\.[^"\\]*)*)"')
 _STRING_VALUE = re.compile(rb'\s*:\s*"([^"\\]*(?:\\.[^"\\]*)*)"')
 _LIST_VALUE = re.compile(rb"\s*:\s*\[")
 _INPUT_KINDS = ("user_input", "parameter", "buffer", "tensor_constant", "custom_obj", "token",
                 "constant_input")
+#: A spec in a list written with json.dumps' default separators: '[{"kind": ' or ', {"kind": '.
+_SPEC_KIND_CANONICAL = re.compile(rb'\{"(?:(?<=\[\{")|(?<=, \{"))(user_input|parameter|buffer|'
+                                  rb'tensor_constant|custom_obj|token|constant_input)": ')
 _SPEC_KIND = re.compile(rb'\{\s*"(user_input|parameter|buffer|tensor_constant|custom_obj|token|'
                         rb'constant_input)"\s*:')
 _TOP_KEYS = re.compile(rb'"(schema_version|torch_version)"\s*:\s*')
@@ -840,7 +1062,7 @@ _TOP_KEYS = re.compile(rb'"(schema_version|torch_version)"\s*:\s*')
 FULL_PARSE_LIMIT = 1 << 20
 
 
-def _preceded_by_open(raw: bytes, pos: int) -> bool:
+def _preceded_by_open(raw: bytes | memoryview, pos: int) -> bool:
     """The key at ``pos`` follows ``{`` or ``,`` (whitespace allowed): it starts a member."""
     i = pos - 1
     while i >= 0 and raw[i] in b" \t\r\n":
@@ -848,19 +1070,48 @@ def _preceded_by_open(raw: bytes, pos: int) -> bool:
     return i >= 0 and raw[i] in b"{,"
 
 
-def _keys(raw: bytes, key: bytes, value: re.Pattern[bytes], start: int = 0,
+def _positions(raw: bytes | memoryview, needle: bytes, start: int = 0,
+               stop: int | None = None) -> Iterator[int]:
+    """Start of each non-overlapping ``needle`` in ``raw[start:stop]``: ``bytes.find`` on
+    ``bytes`` (much faster than a regex scan over megabytes), a literal regular expression
+    (the next fastest) on other buffers, which have no ``find``."""
+    stop = len(raw) if stop is None else stop
+    if isinstance(raw, bytes):
+        pos = raw.find(needle, start, stop)
+        while pos >= 0:
+            yield pos
+            pos = raw.find(needle, pos + len(needle), stop)
+    else:
+        for m in re.compile(re.escape(needle)).finditer(raw, start, stop):
+            yield m.start()
+
+
+def _keys(raw: bytes | memoryview, key: bytes, value: re.Pattern[bytes], start: int = 0,
           stop: int | None = None) -> list[re.Match[bytes]]:
-    """Matches of ``value`` right after each object key ``"key"`` in ``raw[start:stop]``
-    (found with ``bytes.find``, which is much faster than a regex scan over megabytes)."""
+    """Matches of ``value`` right after each object key ``"key"`` in ``raw[start:stop]``."""
     quoted = b'"' + key + b'"'
     out = []
-    pos = raw.find(quoted, start, stop)
-    while pos >= 0:
+    for pos in _positions(raw, quoted, start, stop):
         if _preceded_by_open(raw, pos):
             m = value.match(raw, pos + len(quoted))
             if m is not None:
                 out.append(m)
-        pos = raw.find(quoted, pos + len(quoted), stop)
+    return out
+
+
+def _spec_lists(raw: bytes | memoryview) -> dict[str, list[re.Match[bytes]]]:
+    """``_keys(raw, key, _LIST_VALUE)`` for both ``input_specs`` and ``output_specs`` in one
+    scan, for their common ``put_specs"``. (Where two ``"input_specs"`` would overlap, the
+    second starts right after the first's ``s``, so it is not a key either way.)"""
+    out: dict[str, list[re.Match[bytes]]] = {"input_specs": [], "output_specs": []}
+    tail = b'put_specs"'
+    for pos in _positions(raw, tail):
+        for head, key in ((b'"in', "input_specs"), (b'"out', "output_specs")):
+            start = pos - len(head)
+            if start >= 0 and raw[start:pos] == head and _preceded_by_open(raw, start):
+                m = _LIST_VALUE.match(raw, pos + len(tail))
+                if m is not None:
+                    out[key].append(m)
     return out
 
 
@@ -868,7 +1119,7 @@ def _unescape(s: bytes) -> str:
     return json.loads(b'"' + s + b'"') if b"\\" in s else s.decode("utf-8", "replace")
 
 
-def graph_stats(raw: bytes, file: str = "", entry: ZipEntry | None = None,
+def graph_stats(raw: bytes | memoryview, file: str = "", entry: ZipEntry | None = None,
                 full_parse_limit: int = FULL_PARSE_LIMIT) -> dict[str, Any]:
     """Node targets and signature counts of a serialized ExportedProgram (``models/*.json``).
 
@@ -883,6 +1134,8 @@ def graph_stats(raw: bytes, file: str = "", entry: ZipEntry | None = None,
     scanned key by key. The version fields are decoded on their own. Both paths give the
     same result (nested subgraphs are included in the node counts); tests check that they
     agree.
+
+    ``raw`` may be a zero-copy view of the member (the scan never copies the document).
 
     Returns:
         ``{"targets": Counter, "summary": {nodes, ops, inputs, outputs, parameters, buffers,
@@ -904,7 +1157,7 @@ def graph_stats(raw: bytes, file: str = "", entry: ZipEntry | None = None,
     kinds: Counter[str] = Counter()
     if len(raw) <= full_parse_limit:
         try:
-            doc = json.loads(raw)
+            doc = json.loads(bytes(raw))
         except ValueError as exc:
             raise bad(f"invalid JSON ({exc})") from None
         if not isinstance(doc, dict):
@@ -931,17 +1184,16 @@ def graph_stats(raw: bytes, file: str = "", entry: ZipEntry | None = None,
     else:
         # torch writes with json.dumps' default separators (", " and ": "), used throughout a
         # document: then every "target" key reads '"target": "'. Otherwise, the general scan.
-        canonical = raw.startswith(b'{"graph_module": {"graph": {"inputs": ')
+        head = b'{"graph_module": {"graph": {"inputs": '
+        canonical = raw[:len(head)] == head
         if canonical:
-            hits = [m for m in _TARGET_CANONICAL.finditer(raw)
-                    if raw[m.start() - 2:m.start()] == b", " or raw[m.start() - 1:m.start()] == b"{"]
+            found_targets = Counter(_TARGET_CANONICAL.findall(raw))
         else:
-            hits = _keys(raw, b"target", _STRING_VALUE)
-        for t, n in Counter([m.group(1) for m in hits]).items():
+            found_targets = Counter([m.group(1) for m in _keys(raw, b"target", _STRING_VALUE)])
+        for t, n in found_targets.items():
             targets[_unescape(t)] += n
         found = {}
-        for key in ("input_specs", "output_specs"):
-            ms = _keys(raw, key.encode(), _LIST_VALUE)
+        for key, ms in _spec_lists(raw).items():
             if len(ms) != 1:
                 raise bad(f"expected one {key} list, found {len(ms)}")
             found[key] = ms[0].end() - 1
@@ -950,14 +1202,14 @@ def graph_stats(raw: bytes, file: str = "", entry: ZipEntry | None = None,
         # output_specs follows input_specs; it ends where the signature ends.
         dec = json.JSONDecoder()
         try:
-            outputs, _ = dec.raw_decode(raw[found["output_specs"]:].decode("utf-8", "replace"))
+            outputs, _ = dec.raw_decode(bytes(raw[found["output_specs"]:]).decode("utf-8",
+                                                                                  "replace"))
         except ValueError as exc:
             raise bad(f"invalid JSON in output_specs ({exc})") from None
         lo, hi = found["input_specs"], found["output_specs"]
         if canonical:  # each spec is a list element: '[{"kind": ' or ', {"kind": '
-            for kind in _INPUT_KINDS:
-                key = b'{"' + kind.encode() + b'": '
-                kinds[kind] = raw.count(b"[" + key, lo, hi) + raw.count(b", " + key, lo, hi)
+            for kind, n in Counter(_SPEC_KIND_CANONICAL.findall(raw, lo, hi)).items():
+                kinds[kind.decode()] = n
         else:
             for m in _SPEC_KIND.finditer(raw, lo, hi):
                 # A spec is a list element: the "{" follows "[" or ",".
@@ -973,7 +1225,8 @@ def graph_stats(raw: bytes, file: str = "", entry: ZipEntry | None = None,
         for m in _TOP_KEYS.finditer(raw, max(0, len(raw) - 4096)):
             if _preceded_by_open(raw, m.start()):
                 try:
-                    versions[m.group(1).decode()] = dec.raw_decode(raw[m.end():].decode("utf-8"))[0]
+                    text = bytes(raw[m.end():]).decode("utf-8")
+                    versions[m.group(1).decode()] = dec.raw_decode(text)[0]
                 except ValueError:
                     continue
         schema, version = versions.get("schema_version"), versions.get("torch_version")
@@ -1099,7 +1352,8 @@ class _AotiPackage:
                 "storage_offset": c.get("offset"),
                 "nbytes": _numel(shape) * itemsize if itemsize else 0,
                 "storage": "folded" if folded else storage, "offset": None,
-                "requires_grad": None, "member": None if folded else holder, "pickled": False,
+                "requires_grad": None, "pickled": False,
+                "member": None if folded or holder is None else holder.index,
                 "contiguous": _contiguous(tuple(shape), tuple(strides))
                 if len(shape) == len(strides) else None,
                 "storage_key": f"{self.model}/aoti/{c['index']}",
@@ -1114,7 +1368,7 @@ class _AotiPackage:
                               f"view reaches {reach} bytes, data_size is {c.get('data_size')}")
             if holder is not None and not folded:
                 arc.used_by.setdefault(holder.index, []).append(row["fqn"])
-            arc.rows.append(_row_tuple(row))
+            arc._add_row(row)
 
     def _constants(self, src: bytes, wrapper: ZipEntry, info: dict[str, Any]) -> list[dict]:
         arc = self.arc
