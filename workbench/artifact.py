@@ -1,7 +1,8 @@
 """``Artifact``: one opened artifact, its frames (built once, cached) and zero-copy tensors.
 
 Every consumer (notebooks, CLI, compare, profiler) goes through this class; format readers
-fill a :class:`Parsed` (plain columns, no pandas) and never hand out copies of data.
+fill a :class:`Parsed` (frame builders: columns as lists, numpy arrays or ready pandas arrays,
+built only when a frame is asked for) and never hand out copies of data.
 """
 
 from __future__ import annotations
@@ -30,13 +31,16 @@ __all__ = ["Artifact", "Parsed"]
 
 
 class Parsed:
-    """What a format reader returns: sources, lazily built columns and facts (no pandas).
+    """What a format reader returns: sources, lazily built columns and facts (parsing itself
+    needs no pandas).
 
     Attributes:
         format: ``"pte"``, ``"ptd"``, ``"bpte"`` or ``"pt2"``.
         path: the main file.
         sources: path -> :class:`Source` for every file of the artifact.
-        builders: frame name -> callable returning ``dict[column, list]``.
+        builders: frame name -> callable returning ``dict[column, values]``: a list (``None``
+            for missing), a numpy array or a ready pandas array per column (see
+            :func:`workbench.frames.build`; ``Artifact._plain_columns`` gives lists back).
         info: format facts for summaries (version, header fields, ...).
         findings: non-fatal observations (dicts with severity, structure, offset, message).
     """
@@ -45,7 +49,7 @@ class Parsed:
         self.format = format
         self.path = path
         self.sources = sources
-        self.builders: dict[str, Callable[[], dict[str, list]]] = {}
+        self.builders: dict[str, Callable[[], dict[str, Any]]] = {}
         self.info: dict[str, Any] = {}
         self.findings: list[dict[str, Any]] = []
         #: frames whose rows can be read with ``Artifact.tensor`` (name/dtype/shape/nbytes/
@@ -107,8 +111,8 @@ class Artifact:
         self._by_name: dict[Any, tuple[str, int]] | None = None
 
     # -- frames ---------------------------------------------------------------------------
-    def _columns(self, name: str, builder: Callable[[], dict[str, list]] | None = None
-                 ) -> dict[str, list]:
+    def _columns(self, name: str, builder: Callable[[], dict[str, Any]] | None = None
+                 ) -> dict[str, Any]:
         cols = self._cols.get(name)
         if cols is None:
             cols = (builder or self._parsed.builders[name])()

@@ -1,7 +1,8 @@
 """The frame schemas — every column of every frame, its dtype and meaning — in ONE place.
 
-Readers produce plain columns (``dict[str, list]``); :func:`build` turns them into pandas
-DataFrames with the dtypes declared here, in the order declared here. Columns a format does
+Readers produce columns (``dict[str, values]``: Python lists, or for big frames numpy/pandas
+arrays made with :mod:`workbench._cols`); :func:`build` turns them into pandas DataFrames with
+the dtypes declared here, in the order declared here. Columns a format does
 not have are simply absent; the *required* columns of ``segments`` and ``tensors`` (the
 public contract) are always present.
 
@@ -41,7 +42,7 @@ Example:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -406,7 +407,7 @@ SCHEMAS["profile_summary"] = [
 _INDEX = {name: {c.name: c for c in cols} for name, cols in SCHEMAS.items()}
 
 
-def build(name: str, columns: dict[str, list]) -> pd.DataFrame:
+def build(name: str, columns: dict[str, Any]) -> pd.DataFrame:
     """A DataFrame for frame ``name`` from plain columns, with the declared dtypes and order.
 
     Raises ``KeyError`` for a column the schema does not declare and ``ValueError`` when a
