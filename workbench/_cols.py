@@ -148,8 +148,9 @@ def _dtype(categories: tuple[str, ...]) -> Any:
     return dt
 
 
-def factorized(values: np.ndarray) -> Any:
-    """A ``category`` column from an object array (categories in order of appearance).
+def factorized(values: np.ndarray | Sequence[str | None]) -> Any:
+    """A ``category`` column from strings (``None``: missing), categories in order of
+    appearance.
 
     Example:
         >>> factorized(np.array(["b", "a", "b"], dtype=object)).categories.tolist()
@@ -157,7 +158,7 @@ def factorized(values: np.ndarray) -> Any:
     """
     import pandas as pd
 
-    codes, uniques = pd.factorize(values)
+    codes, uniques = pd.factorize(np.asarray(values, dtype=object))  # None: missing (-1)
     return pd.Categorical.from_codes(codes, dtype=_dtype(tuple(uniques.tolist())), validate=False)
 
 

@@ -40,6 +40,7 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
+from .._cols import align, factorized, filled, ints, objects, strings
 from .._fmt import escape
 from ..artifact import Parsed
 from ..dtypes import BY_NAME
@@ -340,55 +341,6 @@ def _as_int(v: Any) -> int | None:
 ROW_FIELDS = ("fqn", "model", "kind", "dtype", "shape", "strides", "storage_offset", "nbytes",
               "storage", "offset", "requires_grad", "member", "pickled", "contiguous",
               "storage_key")
-
-
-# ------------------------------------------------------------------------------ column helpers
-# Ready pandas arrays for big columns (frames.build uses them as they are), made exactly as
-# frames' converters make them from lists.
-
-
-def _objects(values: Any) -> Any:
-    """A 1-d object array of ``values`` (strings or ``None``; never split into characters)."""
-    import numpy as np
-
-    out = np.empty(len(values), object)
-    out[:] = list(values)
-    return out
-
-
-def _strings(values: Any) -> Any:
-    """A ``string`` column from a list or object array of ``str`` (no missing values)."""
-    import numpy as np
-    import pandas as pd
-
-    return pd.arrays.StringArray(np.asarray(values, dtype=object) if len(values)
-                                 else np.empty(0, object))
-
-
-def _categories(values: Any) -> Any:
-    """A ``category`` column from a list or object array of ``str`` / ``None`` (missing),
-    categories in order of first appearance (as frames makes it from a list)."""
-    import numpy as np
-    import pandas as pd
-
-    if not len(values):
-        return pd.Categorical([])
-    codes, uniques = pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=True)
-    return pd.Categorical.from_codes(codes, categories=uniques, validate=False)
-
-
-def _optional_ints(values: Any, missing: Any = None) -> Any:
-    """An ``Int64`` column from ``int64`` values, missing where ``missing`` (default: < 0)."""
-    import numpy as np
-    import pandas as pd
-
-    mask = values < 0 if missing is None else missing
-    return pd.arrays.IntegerArray(np.where(mask, 0, values), mask)
-
-
-def _aligns(offsets: Any) -> Any:
-    """``align`` from ``int64`` offsets: the largest power of two dividing each, missing for 0."""
-    return _optional_ints(offsets & -offsets, offsets == 0)
 
 
 # ------------------------------------------------------------------------------ the archive
@@ -841,11 +793,11 @@ class _Archive:
         import pandas as pd
 
         cols: dict[str, Any] = {f: v for f, v in self.rows.items() if f != "storage_key"}
-        names = _objects(self.names)
-        cols["name"] = _strings(names)
-        cols["fqn"] = _strings(names.copy() if self.names is cols["fqn"] else cols["fqn"])
+        names = objects(self.names)
+        cols["name"] = strings(names)
+        cols["fqn"] = strings(names.copy() if self.names is cols["fqn"] else cols["fqn"])
         for c in ("model", "kind", "dtype", "storage"):
-            cols[c] = _categories(cols[c])
+            cols[c] = factorized(cols[c])
         none = np.zeros(len(self.storage_ids), bool)
         cols["storage_id"] = pd.arrays.IntegerArray(self.storage_ids, none)
         cols["shared"] = pd.arrays.BooleanArray(self.shared, none.copy())
@@ -855,16 +807,16 @@ class _Archive:
             missing = np.equal(np.array(offsets, object), None)
             offsets = [0 if o is None else o for o in offsets]
         values = np.array(offsets, np.int64)
-        cols["offset"] = _optional_ints(values, missing)
-        cols["align"] = _aligns(values)
-        files = np.full(len(values), self.path, object)
+        cols["offset"] = ints(values, missing)
+        cols["align"] = align(values)
+        files = filled(len(values), self.path)
         files[missing] = pd.NA
         cols["file"] = pd.arrays.StringArray(files)
         members = cols["member"]
         if None in members:
             cols["member"] = [None if m is None else self.zip.names[m] for m in members]
         else:
-            cols["member"] = _strings(_objects(self.zip.names)[np.array(members, np.int64)]
+            cols["member"] = strings(objects(self.zip.names)[np.array(members, np.int64)]
                                       if members else [])
         return cols
 
@@ -878,7 +830,7 @@ class _Archive:
             text = self._used_cache = np.full(len(self.roles), "", object)
             used = self.used_by
             if used:
-                text[np.fromiter(used, np.int64, len(used))] = _objects(
+                text[np.fromiter(used, np.int64, len(used))] = objects(
                     list(map("; ".join, used.values())))
         return text
 
@@ -889,15 +841,15 @@ class _Archive:
         n = len(self.roles)
         offsets = a["data_offset"]
         return {
-            "index": np.arange(n, dtype=np.int64), "name": _strings(self.zip.names),
-            "kind": _categories(self.roles), "model": _categories(self.models_of),
-            "file": _strings([self.path] * n),
+            "index": np.arange(n, dtype=np.int64), "name": strings(self.zip.names),
+            "kind": factorized(self.roles), "model": factorized(self.models_of),
+            "file": strings([self.path] * n),
             "header_offset": a["header_offset"].copy(), "offset": offsets.copy(),
             "size": a["compressed_size"].copy(), "file_size": a["file_size"].copy(),
-            "align": _aligns(offsets), "method": a["method"].copy(),
+            "align": align(offsets), "method": a["method"].copy(),
             "compressed": a["compressed"].copy(), "crc32": a["crc32"].copy(),
             "pickled": np.array(self.pickled, bool), "unsafe_name": np.array(self.unsafe, bool),
-            "used_by": _strings(self._used_text().copy()),
+            "used_by": strings(self._used_text().copy()),
         }
 
     def segments_columns(self) -> dict[str, Any]:
@@ -949,10 +901,10 @@ class _Archive:
         xs = list(zip(*extra))
         starts = np.concatenate([starts[flat], np.array(xs[0], np.int64)])
         sizes = np.concatenate([sizes[flat], np.array(xs[1], np.int64)])
-        names = np.concatenate([names_a.ravel()[flat], _objects(xs[2])])
-        kinds = np.concatenate([kinds_a.ravel()[flat], _objects(xs[3])])
+        names = np.concatenate([names_a.ravel()[flat], objects(xs[2])])
+        kinds = np.concatenate([kinds_a.ravel()[flat], objects(xs[3])])
         index = np.concatenate([flat // 4, np.array(xs[4], np.int64)])
-        used = np.concatenate([used_a.ravel()[flat], _objects(xs[5])])
+        used = np.concatenate([used_a.ravel()[flat], objects(xs[5])])
         order = np.lexsort((sizes, starts))
         s_starts, s_ends = starts[order], (starts + sizes)[order]
         reach = np.maximum.accumulate(s_ends)
@@ -973,18 +925,18 @@ class _Archive:
             fs = list(zip(*fill))
             starts = np.concatenate([starts, np.array(fs[0], np.int64)])
             sizes = np.concatenate([sizes, np.array(fs[1], np.int64)])
-            names = np.concatenate([names, _objects(fs[2])])
-            kinds = np.concatenate([kinds, _objects(fs[3])])
+            names = np.concatenate([names, objects(fs[2])])
+            kinds = np.concatenate([kinds, objects(fs[3])])
             index = np.concatenate([index, np.full(len(fill), -1, np.int64)])
-            used = np.concatenate([used, _objects([""] * len(fill))])
+            used = np.concatenate([used, objects([""] * len(fill))])
             order = np.lexsort((sizes, starts))
         if not np.array_equal(order, np.arange(len(order))):
             names, kinds, index, used = names[order], kinds[order], index[order], used[order]
         offsets = starts[order]
-        return {"file": _strings([self.path] * len(order)), "name": _strings(names),
-                "kind": _categories(kinds), "offset": offsets, "size": sizes[order],
-                "align": _aligns(offsets), "index": _optional_ints(index),
-                "used_by": _strings(used)}
+        return {"file": strings([self.path] * len(order)), "name": strings(names),
+                "kind": factorized(kinds), "offset": offsets, "size": sizes[order],
+                "align": align(offsets), "index": ints(index, index < 0),
+                "used_by": strings(used)}
 
     def _paddings(self, lho: Any, data: Any) -> Any:
         """Alignment padding at the end of each local header's extra field (torch's ``FB``
