@@ -1051,3 +1051,18 @@ def test_zip64_sizes_past_int64_are_corrupt(tmp_path, base_zip):
         d = bytearray(data)
         struct.pack_into("<Q", d, extra + 8 * k, 2**64 - 1)
         assert "63 bits" in str(fails(write(tmp_path, bytes(d)), CorruptError))
+
+
+def test_wrapper_string_values_with_bad_escapes_are_refused_quietly():
+    """A C string value in an AOTI wrapper with a backslash that starts no C escape is not
+    decoded (codecs.escape_decode would emit a DeprecationWarning, later an error)."""
+    import warnings
+
+    from workbench.formats.pt2 import _cvalue
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert _cvalue("name", b'"a\\\\Z\\x41\\n"') == "a\\ZA\n"
+        assert _cvalue("name", b'"x\\' + "\u00c4".encode() + b'y"') is None
+        assert _cvalue("name", b'"\\q"') is None
+        assert _cvalue("name", b'"ends\\"') is None

@@ -1203,6 +1203,9 @@ _CONSTANT_KIND = {"Parameter": "parameter", "Buffer": "buffer"}
 
 
 _STRING_FIELDS = ("name", "original_fqn")
+#: One escape sequence of a C string literal (a backslash and what follows it, if anything).
+_ESCAPE = re.compile(rb"\\(.?)", re.DOTALL)
+_ESCAPED = frozenset(b"\\'\"abfnrtvx01234567\n")
 _NAMED_FIELDS = {"dtype": b"cached_torch_dtype_", "device_type": b"cached_torch_device_type_",
                  "layout": b"cached_torch_layout_", "type": b"ConstantType::"}
 
@@ -1220,6 +1223,9 @@ def _cvalue(field: str, value: bytes) -> Any:
     if field in _STRING_FIELDS:
         if len(v) < 2 or not (v.startswith(b'"') and v.endswith(b'"')):
             return None
+        if b"\\" in v and any(not m.group(1) or m.group(1)[0] not in _ESCAPED
+                              for m in _ESCAPE.finditer(v, 1, len(v) - 1)):
+            return None  # not a C escape: escape_decode would warn (and, some day, fail)
         try:
             return codecs.escape_decode(v[1:-1])[0].decode("utf-8", "replace")
         except ValueError:
