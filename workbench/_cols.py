@@ -142,7 +142,7 @@ def _dtype(categories: tuple[str, ...]) -> Any:
     if dt is None:
         import pandas as pd
 
-        if len(_DTYPES) > 256:
+        if len(_DTYPES) >= 64:  # bounded: fuzzed names must not pile up dtypes
             _DTYPES.clear()
         dt = _DTYPES[categories] = pd.CategoricalDtype(list(categories))
     return dt
