@@ -72,7 +72,12 @@ def ints(values: np.ndarray, missing: np.ndarray | None = None) -> Any:
 
 
 def booleans(values: np.ndarray, missing: np.ndarray | None = None) -> Any:
-    """A pandas ``boolean`` array from ``values`` and a ``missing`` mask."""
+    """A pandas ``boolean`` array from ``values`` and a ``missing`` mask.
+
+    Example:
+        >>> booleans(np.array([True, True]), np.array([False, True])).tolist()
+        [True, <NA>]
+    """
     import pandas as pd
 
     values = np.asarray(values, dtype=bool)
