@@ -59,6 +59,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT / "bench") not in sys.path:  # also when loaded by path (tests/test_fuzz_all_formats.py)
+    sys.path.insert(0, str(ROOT / "bench"))
+from _measure import reset_hwm, status_kb  # noqa: E402  (the benchmarks' /proc helpers)
+
 SAMPLES = ROOT / "sample_models"
 DEFAULT_GLOBS = ("sample_models/*.pte", "sample_models/*.ptd", "sample_models/*.bpte",
                  "sample_models/*.pt2")
@@ -642,24 +646,7 @@ def run_one(path: str | os.PathLike[str], hang: float = 10.0, hard: float | None
 
 def proc_status(field: str) -> int:
     """``VmHWM`` / ``VmRSS`` ... of this process in bytes (0 where /proc is missing)."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
-
-
-def reset_peak_rss() -> bool:
-    """Reset ``VmHWM`` to the current RSS (``/proc/self/clear_refs``); False if refused."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
+    return (status_kb(field) or 0) * 1024
 
 
 # ------------------------------------------------------------------------------------------
@@ -846,7 +833,7 @@ def _worker(args: argparse.Namespace) -> int:
         if stats.executions == args.warmup:
             stats.hwm_at_start = proc_status("VmHWM")
             stats.baseline_rss = proc_status("VmRSS")
-            reset_peak_rss()
+            reset_hwm()
             hwm = proc_status("VmHWM")
         now_hwm = proc_status("VmHWM")
         if now_hwm > hwm and stats.executions > args.warmup:
