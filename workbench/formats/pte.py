@@ -750,7 +750,7 @@ class _ProgramReader:
         resolve one: an external tensor whose dtype/shape agree with the entry, or a
         content-hash key that a delegate blob mentions and the program does not hold itself.
         """
-        wants = self._external_wants()
+        wants = self.wants = self._external_wants()
         own = {k for k, _ in self.named}
         hex_wanted = set(self._hex_keys()) - own
 
@@ -852,7 +852,7 @@ class _ProgramReader:
         return concat_sorted(parts)
 
     def _tensors_columns(self) -> dict[str, Any]:
-        wants = self._external_wants()
+        wants = self.wants  # made once, in attach()
         matched: dict[str, set[str]] = {}  # data file -> keys claimed by external tensors
         datas = [(d.path, d.extra["ptd"]) for d in self.data]
         parts: list[dict[str, Any]] = []
