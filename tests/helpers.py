@@ -210,3 +210,28 @@ def program_size(data: bytes) -> int:
     """The program flatbuffer's size from the eh00 header (the whole file without one)."""
     n = struct.unpack_from("<Q", data, 16)[0] if data[8:12] == b"eh00" else len(data)
     return min(max(n, 8), len(data))
+
+
+def ptd_entries(path) -> tuple[bytes, dict[str, Table], list[tuple[int, int]]]:
+    """A ``.ptd``'s bytes, its NamedData tables by key and its segments as ``(absolute offset,
+    size)``, read with the flatbuffer reader directly (FH01 header fields at fixed offsets)."""
+    data = pathlib.Path(path).read_bytes()
+    fb_off, fb_size, seg_base = struct.unpack_from("<QQQ", data, 16)
+    src = Source(path)
+    root = FlatBuffer(src, 0, fb_off + fb_size, identifier=b"FT01",
+                      name="FlatTensor").root("FlatTensor")
+    segs = [(seg_base + s.u64(0), s.u64(1)) for s in root.tables(1)]
+    named = {nd.string(0): nd for nd in root.tables(2)}
+    return data, named, segs
+
+
+def ptd_halve_first_dim(path, key: str) -> None:
+    """Edit the ``.ptd`` at ``path`` in place: entry ``key``'s layout gets half as many rows
+    (it still fits its segment, but no longer matches the program's tensor)."""
+    data, named, _ = ptd_entries(path)
+    layout = named[key].table(2)
+    pos = layout.field_pos(1, 4)
+    pos += struct.unpack_from("<I", data, pos)[0] + 4  # TensorLayout.sizes: [int32]
+    d = bytearray(data)
+    struct.pack_into("<i", d, pos, struct.unpack_from("<i", d, pos)[0] // 2)
+    pathlib.Path(path).write_bytes(bytes(d))

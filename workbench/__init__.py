@@ -75,8 +75,12 @@ def open(  # noqa: A001 - the public verb
             without torch: pickled members are listed, never unpickled, and the ``.so`` is
             never loaded).
         data: for a ``.pte``: the ``.ptd`` files holding its external data. When omitted,
-            ``.ptd`` files in the same folder are tried and attached when they hold a key
-            the program refers to. Pass ``data=[]`` to attach none.
+            ``.ptd`` files in the same folder are tried (the one named like the program
+            first, then in name order, only while keys are unresolved) and attached when
+            they hold a key the program refers to with a matching dtype and shape; the
+            attached files are in ``files`` and the tensors' ``file`` column, and
+            ``validate()`` says which were attached and which others would also have fitted.
+            Pass ``data=[]`` to attach none.
 
     Returns:
         An :class:`Artifact` with ``format``, ``segments``, ``tensors``, ``frames`` and

@@ -37,10 +37,7 @@ def validate(art: Artifact) -> pd.DataFrame:
     seg = frames["segments"]
     for file, group in seg.groupby("file", sort=False):
         size = art._parsed.sources[file].size if file in art._parsed.sources else None
-        total = int(group["size"].sum())
-        if size is not None and total != size:
-            found.append(_f("error", f"segments of {file}", None,
-                            f"rows cover {total} bytes of a {size}-byte file"))
+        found.extend(_coverage(art, file, size, group))
         for r in group.itertuples():
             if r.kind == "unused" and r.size:
                 found.append(_f("warning", r.name, r.offset,
@@ -73,12 +70,83 @@ def validate(art: Artifact) -> pd.DataFrame:
             found.append(_f("error", f"{r.method} value {r.value}", None,
                             f"planned at [{r.offset}, {r.end}) outside arena {r.mem_id} "
                             f"of {r.buffer_size} bytes"))
+    found.extend(_data_choice(art))
     return _frames.build("findings", {
         "severity": [x["severity"] for x in found],
         "structure": [x["structure"] for x in found],
         "offset": [x.get("offset") for x in found],
         "message": [x["message"] for x in found],
     })
+
+
+def _coverage(art: Artifact, file: str, size: int | None, group: pd.DataFrame
+              ) -> list[dict[str, Any]]:
+    """The rows of one file must tile it: sorted, each starting where the one before ends,
+    from 0 to the file size (for a program embedded in a ``.bpte``: its own byte range)."""
+    if size is None:
+        return []
+    lo, hi = art._parsed.extra.get("span", (0, size)) if file == art.path else (0, size)
+    off = group["offset"].to_numpy("int64")
+    end = off + group["size"].to_numpy("int64")
+    breaks = (off[1:] != end[:-1]).nonzero()[0]
+    if len(breaks):
+        k = int(breaks[0])
+        return [_f("error", f"segments of {file}", int(off[k + 1]),
+                   f"a row ends at {int(end[k])} but the next starts at {int(off[k + 1])}")]
+    first, last = (int(off[0]), int(end[-1])) if len(off) else (lo, lo)
+    if (first, last) != (lo, hi):
+        return [_f("error", f"segments of {file}", None,
+                   f"rows cover [{first}, {last}), not [{lo}, {hi}) of the {size}-byte file")]
+    return []
+
+
+def _data_choice(art: Artifact) -> list[dict[str, Any]]:
+    """``info`` findings saying which ``.ptd`` files next to a program were attached and why,
+    and which other ``.ptd`` files there would also have fitted (they are parsed here, not at
+    open: candidates are tried named-like-the-program first and only until every key is
+    resolved)."""
+    import os
+
+    from .errors import ArtifactError
+    from .formats import ptd
+    from .formats.pte import sibling_data_files
+    from .source import Source
+
+    extra = art._parsed.extra
+    choice: dict[str, tuple[str, int]] = extra.get("data_choice") or {}
+    auto = [path for path, (how, _) in choice.items() if how == "sibling"]
+    if not auto:
+        return []
+    wanted = extra["wanted_keys"]
+    stem = os.path.splitext(os.path.basename(art.path))[0]
+    out = []
+    named = [p for p in auto if os.path.splitext(os.path.basename(p))[0] == stem]
+    for path in auto:
+        why = "named like it" if path in named else "holds keys it needs"
+        out.append(_f("info", f"data file {os.path.basename(path)!r}", None,
+                      f"attached automatically (next to the program, {why}): resolves "
+                      f"{choice[path][1]} of the {wanted} keys the program needs"))
+    firsts = ", ".join(repr(os.path.basename(p)) for p in auto)
+    order = "named like the program" if named else "name order"
+    for path in sibling_data_files(art.path):
+        if path in choice:
+            continue
+        try:
+            src = Source(path)
+        except OSError:
+            continue
+        try:
+            hits = extra["resolves"](ptd.read(src)) if ptd.detect(src.head(8)) else set()
+        except ArtifactError:
+            hits = set()
+        finally:
+            src.close()
+        if hits:
+            out.append(_f("info", f"data file {os.path.basename(path)!r}", None,
+                          f"also fits ({len(hits)} of the {wanted} keys the program needs) "
+                          f"but is not attached: {firsts} was tried first "
+                          f"({order}); pass data=[...] to choose"))
+    return out
 
 
 def _f(severity: str, structure: str, offset: int | None, message: str) -> dict[str, Any]:

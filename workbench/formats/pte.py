@@ -747,28 +747,25 @@ class _ProgramReader:
 
         Explicit ``data`` files are always attached. ``siblings`` (best candidates first) are
         consumed lazily, only while some key is still unresolved, and attached only when they
-        resolve one: an external tensor whose dtype/shape agree with the entry, or a
-        content-hash key that a delegate blob mentions and the program does not hold itself.
+        resolve one (see :meth:`resolves`). ``self.data_choice`` records, per attached file,
+        how it came (``data`` or ``sibling``) and how many wanted keys it resolved.
         """
-        wants = self.wants = self._external_wants()
+        self.wants = self._external_wants()
         own = {k for k, _ in self.named}
-        hex_wanted = set(self._hex_keys()) - own
-
-        def resolves(p: Parsed) -> set[str]:
-            ptd = p.extra["ptd"]
-            by_key = ptd.by_key
-            hits = {k for k, w in wants.items() if k in by_key and ptd.fits(by_key[k], *w)}
-            return hits | (hex_wanted & set(by_key))
-
+        self.hex_wanted = set(self._hex_keys()) - own
         self.data = list(data)
-        unresolved = set(wants) | hex_wanted
+        self.data_choice: dict[str, tuple[str, int]] = {}
+        unresolved = set(self.wants) | self.hex_wanted
         for p in data:
-            unresolved -= resolves(p)
+            hits = self.resolves(p)
+            self.data_choice[p.path] = ("data", len(hits))
+            unresolved -= hits
         if unresolved:
             for p in siblings:
-                new = resolves(p) & unresolved
+                new = self.resolves(p) & unresolved
                 if new:
                     self.data.append(p)
+                    self.data_choice[p.path] = ("sibling", len(new))
                     unresolved -= new
                 else:
                     p.sources[p.path].close()
@@ -778,6 +775,15 @@ class _ProgramReader:
         for p in self.data:
             keys.update(p.extra["ptd"].by_key)
         self.key_users = self._delegate_keys(keys)
+
+    def resolves(self, p: Parsed) -> set[str]:
+        """The keys this program wants that the parsed ``.ptd`` ``p`` holds: external tensors
+        whose dtype/shape agree with the entry, and content-hash keys that a delegate blob
+        mentions and the program does not hold itself."""
+        ptd = p.extra["ptd"]
+        by_key = ptd.by_key
+        hits = {k for k, w in self.wants.items() if k in by_key and ptd.fits(by_key[k], *w)}
+        return hits | (self.hex_wanted & set(by_key))
 
     # -- records for the frames --------------------------------------------------------------
     def parsed(self, outer: str) -> Parsed:
@@ -802,6 +808,11 @@ class _ProgramReader:
             "memory_plan": self._memory_plan_columns,
         })
         p.extra["segments_raw"] = self._segments_raw
+        # for validate(): how each data file came, and whether other .ptd files fit too
+        p.extra["data_choice"] = self.data_choice
+        p.extra["resolves"] = self.resolves
+        p.extra["wanted_keys"] = len(self.wants) + len(self.hex_wanted)
+        p.extra["span"] = (self.start, self.end)  # the bytes of the file this program covers
         p.findings = self.findings  # shared: frame builders add findings lazily
         return p
 
