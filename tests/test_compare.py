@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import pathlib
+import shutil
 
 import pandas as pd
 import pytest
@@ -330,3 +331,79 @@ def test_hashing_is_lazy_and_shows_progress_on_request(sample, capsys):
         assert len(cmp._hasher.digests) == 8  # 4 stored tensors on each side
         cmp.hash(progress=True)  # cached: nothing to hash, no bar
         assert "sha256" not in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------------------------
+# negative cases: one weight byte edited in a copy -> same_bytes False for that tensor only
+# --------------------------------------------------------------------------------------------
+
+def _edited_copy(src: pathlib.Path, dst: pathlib.Path, needle: bytes) -> int:
+    """Copy ``src`` to ``dst`` with one byte in the middle of ``needle`` (which must occur
+    exactly once) flipped; returns that byte's offset."""
+    data = bytearray(src.read_bytes())
+    at = data.find(needle)
+    assert at >= 0 and data.find(needle, at + 1) < 0, src
+    pos = at + len(needle) // 2
+    data[pos] ^= 0x01
+    dst.write_bytes(bytes(data))
+    return pos
+
+
+#: (id, side a files, which file of a gets an edited copy for side b)
+_EDIT_CASES = [
+    ("pte", ["mlp_portable.pte"], 0),
+    ("ptd", ["mlp_external.ptd"], 0),
+    ("pte+ptd", ["mlp_external.pte", "mlp_external.ptd"], 1),
+    ("pt2", ["mlp.pt2"], 0),
+    ("aoti_blob", ["mlp_aoti_blob.pt2"], 0),
+]
+
+
+@pytest.mark.parametrize("files,edit", [c[1:] for c in _EDIT_CASES], ids=[c[0] for c in _EDIT_CASES])
+def test_one_edited_weight_byte(sample, oracle, tmp_path, files, edit):
+    """fc2.weight's bytes (from ExecuTorch's reading of the .ptd; every MLP sample holds the
+    same seeded weights) get one byte flipped in a copy: exactly that tensor has
+    ``same_bytes`` False, every other matched tensor True, and both hashes are the SHA-256
+    of the file slices."""
+    needle = oracle.ptd_named_bytes(sample("mlp_external.ptd"))["fc2.weight"]
+    a = [sample(f) for f in files]
+    b = []
+    for i, f in enumerate(a):
+        dst = tmp_path / f.name
+        if i == edit:
+            pos = _edited_copy(f, dst, needle)
+        else:
+            shutil.copy(f, dst)
+        b.append(dst)
+    with wb.compare(a, b, hashes=True) as cmp:
+        t = cmp.tensors
+        assert (t["side"] == "both").all() and len(t) >= 3
+        same = t["same_bytes"].astype(bool).tolist()
+        for r, s in zip(t.itertuples(), same):
+            raw_a = _raw(r.file_a, int(r.offset_a), int(r.nbytes))
+            raw_b = _raw(r.file_b, int(r.offset_b), int(r.nbytes))
+            assert s == (raw_a == raw_b), r
+            assert r.sha256_a == hashlib.sha256(raw_a).hexdigest()
+            assert r.sha256_b == hashlib.sha256(raw_b).hexdigest()
+        changed = t[~t["same_bytes"].astype(bool)]
+        assert len(changed) == 1 and sum(same) == len(t) - 1
+        row = changed.iloc[0]
+        assert row["file_b"] == str(b[edit]) and row["nbytes"] == len(needle)
+        assert row["offset_b"] <= pos < row["offset_b"] + row["nbytes"]
+        assert row["sha256_a"] != row["sha256_b"]
+
+
+def test_content_match_needs_equal_bytes(sample, oracle, tmp_path):
+    """mlp_portable.pte (synthetic names) vs mlp.pt2 pairs by content only: with one byte of
+    fc2.weight edited in the .pt2, that weight is left unpaired on both sides."""
+    needle = oracle.ptd_named_bytes(sample("mlp_external.ptd"))["fc2.weight"]
+    b = tmp_path / "mlp.pt2"
+    _edited_copy(sample("mlp.pt2"), b, needle)
+    with wb.compare(sample("mlp_portable.pte"), b, hashes=True) as cmp:
+        t = cmp.tensors
+        both = t[t["side"] == "both"]
+        assert set(both["match"]) == {"content"} and both["same_bytes"].all()
+        assert set(both["name_b"]) == {"fc1.weight", "fc1.bias", "fc2.bias"}
+        assert sorted(t.loc[t["side"] != "both", "side"]) == ["a_only", "b_only"]
+        assert list(t.loc[t["side"] == "b_only", "name_b"]) == ["fc2.weight"]
+        assert t.loc[t["side"] != "both", "same_bytes"].isna().all()
