@@ -81,6 +81,8 @@ def open(  # noqa: A001 - the public verb
             attached files are in ``files`` and the tensors' ``file`` column, and
             ``validate()`` says which were attached and which others would also have fitted.
             Pass ``data=[]`` to attach none.
+            For an ETDump (``.etdp``): one path, the debug buffer the runtime wrote with
+            it; ``tensor('<run>/<event>')`` then views the logged values.
 
     Returns:
         An :class:`Artifact` with ``format``, ``segments``, ``tensors``, ``frames`` and
@@ -117,10 +119,11 @@ def open(  # noqa: A001 - the public verb
                 ".ptd (FT01), .bpte (BP08) or .pt2 (zip)", file=src.path,
                 structure="file header", offset=0)
         if reader is not formats.pte:
-            if data:
-                raise TypeError(f"data= applies to .pte programs, not to {reader.FORMAT} files")
+            if data and not getattr(reader, "TAKES_DATA", False):
+                raise TypeError(f"data= applies to .pte programs and ETDump traces, not to "
+                                f"{reader.FORMAT} files")
             with no_gc():
-                return Artifact(reader.read(src))
+                return Artifact(reader.read(src, data=data) if data else reader.read(src))
         explicit = [_open_data(p, opened) for p in (data or ())]
 
         def siblings() -> Iterator[Any]:  # parsed lazily, only while keys are unresolved

@@ -33,6 +33,14 @@ Vocabularies:
   ``compressed`` (a compressed member: not zero-copy, no offset) and ``folded`` (an
   AOTInductor constant computed at load time). ``tensors.kind``: ``parameter`` | ``buffer``
   | ``constant``.
+* ETDump traces (``.etdp``): ``segments.kind`` is ``header`` (size prefix, root offset and
+  ``ED00``), ``flatbuffer``, ``trailing``; in the attached debug buffer ``debug_value``
+  (bytes of logged values; overlapping ones merged), ``padding`` and ``trailing`` (the
+  unfilled rest). ``tensors.storage`` is ``debug_buffer``.
+* ETRecord archives: ``segments.kind`` as for ``.pt2`` zips (``header``, ``data_descriptor``,
+  ``central_directory``, ``end_record``, ``padding``) with member bytes as ``graph``
+  (serialized exported programs), ``metadata`` (the marker and JSON maps), ``pickle``
+  (``torch.save`` members, never loaded) or ``other``. ``tensors`` is empty.
 
 Example:
     >>> from workbench.frames import SCHEMAS
@@ -402,6 +410,147 @@ SCHEMAS["profile_summary"] = [
     _c("frac_memcpy", "float64", "median gbps / memcpy GB/s"),
     _c("error", "string", "skip reason, error, or 'k of n runs failed: ...'"),
     _c("note", "string", "note of the first ok run"),
+]
+
+# -- ETDump runtime traces (workbench/formats/etdump/): `run` is the index of the RunData block
+# in the file, `block` its name (the runtime writes `Default` for the load and one `Execute` per
+# execution), `iteration` the k-th block of that name. Timestamps are the runtime's raw units
+# (ns with the default clock; cycles on some targets). Table positions are `table_offset`.
+_RUN_COLUMNS = [
+    _c("run", "int64", "index of the RunData block in ETDump.run_data", True),
+    _c("block", "category", "RunData.name: Default (load) | Execute (one execution) | ...", True),
+    _c("iteration", "int64", "the k-th block with this name (0, 1, ...)"),
+]
+_DELEGATE_ID_COLUMNS = [
+    _c("delegate_debug_id", "category", "delegate debug identifier as the Inspector names it: "
+       "the integer id when set, else the string id; missing for non-delegated events", True),
+    _c("delegate_debug_id_int", "Int64", "delegate_debug_id_int (missing when -1: not set)"),
+    _c("delegate_debug_id_str", "string", "delegate_debug_id_str (e.g. an XNNPACK operator "
+       "'Fully Connected (NC, F32) GEMM #1')"),
+]
+SCHEMAS["runs"] = [
+    *_RUN_COLUMNS,
+    _c("bundled_input_index", "Int64", "bundled test input used for this run (missing when -1)"),
+    _c("events", "int64", "events in the block (all types)"),
+    _c("profile_events", "int64", "profile events (rows of `events`)"),
+    _c("allocation_events", "int64", "allocation events (rows of `allocations`)"),
+    _c("debug_events", "int64", "debug events (values logged; rows of `debug_values` by event)"),
+    _c("unknown_events", "int64", "events with no known type set (a newer schema?)"),
+    _c("allocators", "string", "RunData.allocators names, '; '-separated"),
+    _c("start", "Int64", "earliest start of the block's profile events (missing: none)"),
+    _c("end", "Int64", "latest end of the block's profile events"),
+    _c("duration", "Int64", "end - start"),
+    _c("table_offset", "int64", "absolute offset of the RunData table in the .etdp"),
+]
+SCHEMAS["events"] = [
+    *_RUN_COLUMNS,
+    _c("index", "int64", "position of the event in RunData.events (all types counted)"),
+    _c("name", "category", "event name as the Inspector gives it: the delegate debug id for "
+       "delegated events, else ProfileEvent.name", True),
+    _c("event_name", "category", "ProfileEvent.name as stored (missing when absent)"),
+    _c("kind", "category", "delegate_op (logged by a backend: a delegate debug id is set) | "
+       "framework (chain -1: Program::load_method, Method::init, Method::execute) | "
+       "operator_call (OPERATOR_CALL: one kernel instruction) | kernel (native_call_<op>: the "
+       "kernel body inside it) | delegate_call (DELEGATE_CALL: one delegate instruction) | other",
+       True),
+    _c("chain", "int64", "ProfileEvent.chain_index (-1: the runtime's own events)", True),
+    _c("instruction", "int64", "ProfileEvent.instruction_id in the chain (-1: not set; the "
+       "runtime writes 0 for its own events)", True),
+    *_DELEGATE_ID_COLUMNS,
+    _c("start", "uint64", "start_time (raw runtime units)", True),
+    _c("end", "uint64", "end_time (raw runtime units)", True),
+    _c("duration", "Int64", "end - start; a start after the end is a wrapped 32-bit timer "
+       "((2**32 - 1 - start) + end, the Inspector's rule), else missing", True),
+    _c("metadata_offset", "Int64", "absolute offset of delegate_debug_metadata bytes (missing: "
+       "absent)"),
+    _c("metadata_size", "Int64", "length of delegate_debug_metadata (missing: absent)"),
+    _c("table_offset", "int64", "absolute offset of the ProfileEvent table in the .etdp"),
+]
+SCHEMAS["allocations"] = [
+    *_RUN_COLUMNS,
+    _c("index", "int64", "position of the event in RunData.events"),
+    _c("allocator_id", "int64", "AllocationEvent.allocator_id (index in RunData.allocators)"),
+    _c("allocator", "string", "the allocator's name (missing when the id is out of range)"),
+    _c("size", "uint64", "allocation_size in bytes"),
+    _c("table_offset", "int64", "absolute offset of the AllocationEvent table"),
+]
+SCHEMAS["debug_values"] = [
+    *_RUN_COLUMNS,
+    _c("index", "int64", "position of the DebugEvent in RunData.events"),
+    _c("list_index", "Int64", "position in a TensorList (one row per tensor; missing otherwise)"),
+    _c("name", "category", "DebugEvent.name, or the delegate debug id for delegated values"),
+    _c("chain", "int64", "DebugEvent.chain_index (-1: a program output)"),
+    _c("instruction", "int64", "DebugEvent.instruction_id (-1: not set)"),
+    *_DELEGATE_ID_COLUMNS,
+    _c("type", "category", "Value.val: Null | Int | Bool | Float | Double | Tensor | TensorList | "
+       "String (missing when the event has no debug_entry)"),
+    _c("output", "boolean", "Value.output: the runtime marks program outputs True (missing: "
+       "absent)"),
+    _c("value", "object", "the scalar of an Int/Bool/Float/Double value (None otherwise)"),
+    _c("tensor", "string", "name of the tensor in `tensors` / for Artifact.tensor: "
+       "'<run>/<index>' ('/<list_index>' for a list element)"),
+    _c("dtype", "category", "tensor dtype"),
+    _c("shape", "object", "tuple of int (Tensor.sizes)"),
+    _c("strides", "object", "tuple of int (Tensor.strides, in elements)"),
+    _c("nbytes", "Int64", "numel x element size"),
+    _c("file", "string", "the attached debug buffer (missing: none attached)"),
+    _c("offset", "Int64", "absolute offset of the bytes in `file` (missing: none attached)"),
+    _c("debug_offset", "Int64", "Tensor.offset: where the bytes are in the debug buffer"),
+    _c("table_offset", "int64", "absolute offset of the DebugEvent table in the .etdp"),
+]
+
+# -- ETRecords (workbench/formats/etrecord/): `members` as for .pt2 (kind: marker | program |
+# state_dict | constants | example_inputs | debug_handle_map | delegate_map | num_outs_map |
+# export_graph_id | reference_outputs | representative_inputs | other; `model` is the program a
+# member belongs to), plus:
+SCHEMAS["programs"] = [
+    _c("program", "string", "member holding the serialized exported program (JSON)", True),
+    _c("stage", "category", "export (given to to_edge) | edge (edge dialect, per method) | extra "
+       "(a graph recorded by name)", True),
+    _c("method", "category", "method the program is for (missing: not per method)"),
+    _c("nodes", "int64", "graph nodes, nested graphs included"),
+    _c("ops", "int64", "distinct node targets"),
+    _c("debug_handles", "int64", "nodes with a debug handle"),
+    _c("schema_version", "string", "torch.export serialization schema version"),
+    _c("dialect", "string", "the program's dialect field"),
+]
+SCHEMAS["nodes"] = [
+    _c("program", "category", "member of the program the node belongs to", True),
+    _c("stage", "category", "export | edge | extra (see `programs`)"),
+    _c("method", "category", "method of the program (missing: not per method)"),
+    _c("graph", "string", "'' for the program's graph, else the nested graph's path (control flow)"),
+    _c("index", "int64", "position in its graph's node list"),
+    _c("name", "string", "node name", True),
+    _c("target", "category", "call target, e.g. executorch.exir.dialects.edge.ops.aten.addmm.default",
+       True),
+    _c("op", "category", "target without the torch.ops. / edge dialect prefix: aten.addmm.default"),
+    _c("debug_handle", "Int64", "metadata debug_handle: what ETDump instructions and delegate "
+       "events refer to (missing: none)", True),
+    _c("module", "string", "innermost module path from nn_module_stack (e.g. 'fc1')", True),
+    _c("module_type", "category", "its class, e.g. torch.nn.modules.linear.Linear"),
+    _c("module_stack", "string", "nn_module_stack as serialized: 'key,path,type' joined by ';'"),
+    _c("stack_trace", "string", "Python stack trace recorded at export (the exporting machine's "
+       "paths)", True),
+    _c("torch_fn", "string", "metadata torch_fn"),
+]
+SCHEMAS["debug_handles"] = [
+    _c("method", "category", "method (missing: a map written without the method level)", True),
+    _c("instruction", "int64", "instruction id in the method's chain", True),
+    _c("position", "int64", "position in the instruction's list of handles"),
+    _c("debug_handle", "int64", "debug handle of a node the instruction runs", True),
+    _c("node", "string", "name of the edge-program node with that handle (missing: not found)"),
+    _c("target", "category", "its target"),
+]
+SCHEMAS["delegate_map"] = [
+    _c("method", "category", "method (missing: a map written without the method level)", True),
+    _c("instruction", "int64", "instruction id of the delegate call", True),
+    _c("backend", "category", "backend id, e.g. XnnpackBackend", True),
+    _c("delegate_debug_id", "string", "delegate debug identifier (ETDump events carry it; "
+       "missing: the delegate recorded no map)", True),
+    _c("position", "Int64", "position in the identifier's list of handles"),
+    _c("debug_handle", "Int64", "debug handle of a node the delegate runs for that identifier"),
+    _c("node", "string", "edge-program node with that handle"),
+    _c("target", "category", "its target"),
 ]
 
 _INDEX = {name: {c.name: c for c in cols} for name, cols in SCHEMAS.items()}

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from types import ModuleType
 
-from . import bpte, pt2, ptd, pte
+from . import bpte, etdump, etrecord, pt2, ptd, pte
 
-#: Readers in detection order.
-READERS: tuple[ModuleType, ...] = (pte, ptd, bpte, pt2)
+#: Readers in detection order (an ETRecord is a zip: it must be tried before .pt2).
+READERS: tuple[ModuleType, ...] = (pte, ptd, bpte, etdump, etrecord, pt2)
 
 #: Formats recognised by magic but not (yet) readable: (name, detect).
 _KNOWN_UNREADABLE: tuple[tuple[str, Callable[[bytes], bool]], ...] = ()
