@@ -235,3 +235,102 @@ def ptd_halve_first_dim(path, key: str) -> None:
     d = bytearray(data)
     struct.pack_into("<i", d, pos, struct.unpack_from("<i", d, pos)[0] // 2)
     pathlib.Path(path).write_bytes(bytes(d))
+
+
+def _strided_expected(raw: bytes, offset: int, itemsize: int, shape: tuple, strides: tuple) -> bytes:
+    """The bytes of a strided view of ``raw`` (element strides), in row-major order."""
+    import numpy as np
+
+    if not itemsize or 0 in shape:
+        return b""
+    reach = sum((d - 1) * s for d, s in zip(shape, strides)) + 1
+    base = np.frombuffer(raw, np.uint8, reach * itemsize, offset).view(f"V{itemsize}")
+    view = np.lib.stride_tricks.as_strided(base, shape, tuple(s * itemsize for s in strides))
+    return np.ascontiguousarray(view).tobytes()
+
+
+def check_invariants(art, max_tensors: int | None = None) -> int:
+    """Assert what must hold for every artifact that opened, whatever its bytes:
+
+    - the ``segments`` rows of each file tile it: sorted, contiguous, from 0 to the file size
+      (for a program embedded in a ``.bpte``, ``art.program``: its span of the file);
+    - every offset (segments, stored tensors) lies within its file;
+    - a stored tensor whose bytes fit its file reads back as exactly the file slice
+      ``[offset, offset + nbytes)`` (in storage order: ``dim_order``; strided views of a
+      ``.pt2`` as the strided gather of the file bytes); one that does not fit raises
+      :class:`workbench.ArtifactError` when read, and ``validate()`` reports it.
+
+    The files are read here with plain ``open()``. Returns the number of tensors compared.
+    """
+    import os
+
+    import pandas as pd
+
+    sizes = {f: os.path.getsize(f) for f in art.files}
+    raw: dict[str, bytes] = {}
+    seg = art.segments
+    files = list(dict.fromkeys(seg["file"]))
+    assert set(files) <= set(sizes), (files, sizes)
+    assert list(seg["file"]) == [f for f in files for _ in range(int((seg["file"] == f).sum()))], \
+        "rows of one file are not together"
+    for f in files:
+        g = seg[seg["file"] == f]
+        off = g["offset"].to_numpy("int64")
+        end = off + g["size"].to_numpy("int64")
+        assert (g["size"].to_numpy("int64") >= 0).all(), f
+        assert (off[1:] == end[:-1]).all(), f"{f}: rows are not contiguous"
+        lo, hi = art._parsed.extra.get("span", (0, sizes[f])) if f == art.path else (0, sizes[f])
+        assert (off[0], end[-1]) == (lo, hi), f"{f}: rows cover [{off[0]}, {end[-1]}), not [{lo}, {hi})"
+        assert 0 <= lo <= hi <= sizes[f]
+    compared = 0
+    findings = None
+    rows = []
+    for frame in art._parsed.tensor_frames:  # "tensors" (+ "test_cases" of a .bpte)
+        t = art.frames[frame]
+        stored = t[t["offset"].notna()]
+        rows += [(str(r.name) if frame == "test_cases" else tensor_key(r), r)
+                 for r in (stored if max_tensors is None else stored.head(max_tensors))
+                 .itertuples(index=False)]
+    for key, row in rows:
+        f, offset, nbytes = row.file, int(row.offset), int(row.nbytes)
+        assert f in sizes, (row.name, f)
+        assert 0 <= offset <= sizes[f], (row.name, offset, sizes[f])
+        strides = getattr(row, "strides", None)
+        contiguous = getattr(row, "contiguous", True)
+        strided = isinstance(strides, tuple) and (contiguous is pd.NA or not contiguous)
+        shape = tuple(row.shape)
+        numel = 1
+        for d in shape:
+            numel *= d
+        itemsize = nbytes // numel if numel else 0
+        reach = (sum((d - 1) * s for d, s in zip(shape, strides)) + 1) * itemsize \
+            if strided and numel else nbytes
+        if offset + reach > sizes[f]:
+            try:
+                art.tensor(key)
+            except wb.ArtifactError:
+                pass
+            else:
+                raise AssertionError(f"{row.name}: {reach} bytes at {offset} run past {f}, "
+                                     "yet reading it worked")
+            if findings is None:
+                findings = art.validate()
+            assert ((findings["severity"] == "error")
+                    & (findings["structure"] == f"tensor {row.name!r}")).any(), row.name
+            continue
+        if f not in raw:
+            with open(f, "rb") as fh:
+                raw[f] = fh.read()
+        got = art.tensor(key)
+        if strided:
+            want = _strided_expected(raw[f], offset, itemsize, shape, tuple(strides))
+            got_bytes = tensor_bytes(got)
+        else:
+            want = raw[f][offset:offset + nbytes]
+            dim_order = getattr(row, "dim_order", None)
+            # the library's rule: a dim_order that is no permutation reads row-major
+            ok_order = isinstance(dim_order, tuple) and sorted(dim_order) == list(range(len(shape)))
+            got_bytes = tensor_bytes(got, dim_order if ok_order else None)
+        assert got_bytes == want, f"{row.name}: tensor bytes differ from the file slice"
+        compared += 1
+    return compared

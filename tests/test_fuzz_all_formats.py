@@ -1,8 +1,10 @@
 """A bounded, seeded run of ``bench/fuzz.py`` over the ``.ptd``, ``.bpte`` and ``.pt2`` samples
 (the ``.pte`` samples are fuzzed in ``test_hostile.py``): every mutant may only raise
 :class:`workbench.ArtifactError`, within 2 s, while every frame, ``validate()`` and tensor reads
-(``test_cases`` of a ``.bpte`` too) run on it. ``.ptd`` files are also fuzzed as the sibling
-data file of their program.
+(``test_cases`` of a ``.bpte`` too) run on it, and every mutant that opens satisfies
+:func:`helpers.check_invariants` (segments tile each file, offsets lie in their file, stored
+tensors read back as their file bytes). ``.ptd`` files are also fuzzed as the sibling data
+file of their program.
 
 ``WORKBENCH_FUZZ_ALL_MUTANTS`` sets the mutants per target (default 30: a few seconds in all).
 The property tests of :mod:`workbench.flatbuf` itself live in ``test_flatbuf.py``.
@@ -17,9 +19,14 @@ import pathlib
 import shutil
 import subprocess
 import sys
+import traceback
 import zipfile
+from collections import Counter
 
 import pytest
+from helpers import check_invariants
+
+import workbench as wb
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_models"
@@ -71,18 +78,29 @@ def test_mutants_raise_only_artifact_errors(tmp_path, targets, key):
     (tmp_path / t.name).write_bytes(t.data)
     o = fuzz.run_one(tmp_path / t.open_name)
     assert o.kind == "ok", f"original {key}: {o.exc_type}: {o.message}"
+    with wb.open(tmp_path / t.open_name) as art:
+        assert check_invariants(art) > 0
     bad = []
-    kinds = set()
+    kinds = Counter()
     for i in range(MUTANTS):
         muts, data = fuzz.mutant(t, SEED, i)
         fuzz._write_atomic(tmp_path / t.name, data)
         o = fuzz.run_one(tmp_path / t.open_name, hang=10.0)
-        kinds.add(o.kind)
+        kinds[o.kind] += 1
         if o.failed or o.seconds > SLOW_S:
             bad.append(f"#{i} {muts}: {o.kind} {o.exc_type} after {o.seconds:.2f} s: {o.message}\n"
                        f"{o.tb}")
+        elif o.kind == "ok":  # it opened: the invariants must hold too
+            try:
+                with wb.open(tmp_path / t.open_name) as art:
+                    check_invariants(art, max_tensors=16)
+                    if art.format == "bpte":
+                        check_invariants(art.program, max_tensors=16)
+            except Exception as e:  # any exception here is a finding
+                bad.append(f"#{i} {muts}: invariant broken: {type(e).__name__}: {e}\n"
+                           f"{traceback.format_exc()}")
     assert not bad, f"{len(bad)} of {MUTANTS} mutants of {key} failed:\n" + "\n".join(bad[:3])
-    assert kinds & {"ok", "artifact_error"}
+    assert kinds["ok"] + kinds["artifact_error"] == MUTANTS, kinds
 
 
 def test_mutants_are_deterministic(targets):

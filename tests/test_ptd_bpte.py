@@ -13,6 +13,7 @@ import sys
 
 import numpy as np
 import pytest
+from helpers import check_invariants
 
 import workbench as wb
 from workbench.dtypes import SCALAR_TYPES
@@ -51,8 +52,16 @@ def flat_tensor():
 
 # -- .ptd on its own ---------------------------------------------------------------------------
 
+def _layout_nbytes(layout, oracle) -> int:
+    """Bytes of a tensor with this FlatTensor layout (numel x element size, by the oracle)."""
+    numel = 1
+    for s in layout.sizes:
+        numel *= s
+    return numel * oracle.itemsize(layout.scalar_type)
+
+
 @pytest.mark.parametrize("name", PTDS)
-def test_ptd_matches_oracle(sample, flat_tensor, name):
+def test_ptd_matches_oracle(sample, flat_tensor, oracle, name):
     path = sample(name)
     header, payload = flat_tensor(path)
     art = wb.open(path)
@@ -72,13 +81,16 @@ def test_ptd_matches_oracle(sample, flat_tensor, name):
         row = ten.loc[key]
         if layout is None:
             assert not row["has_layout"] and row["dtype"] == "uint8" and row["nbytes"] == len(buf)
+            n = len(buf)  # a raw blob: all of it
         else:
             assert row["has_layout"]
             assert row["dtype"] == SCALAR_TYPES[int(layout.scalar_type)].name
             assert tuple(row["shape"]) == tuple(layout.sizes)
             assert tuple(row["dim_order"]) == tuple(layout.dim_order)
+            n = _layout_nbytes(layout, oracle)
+            assert 0 < n <= len(buf) and row["nbytes"] == n
         got = _tensor_bytes(art, key)
-        assert _sha(got) == _sha(buf[: len(got)])
+        assert len(got) == n and _sha(got) == _sha(buf[:n])
 
 
 @pytest.mark.parametrize("name", PTDS)
@@ -93,7 +105,7 @@ def test_ptd_segments_cover_file(sample, name):
 
 # -- .pte + .ptd resolution ----------------------------------------------------------------------
 
-def test_external_tensors_resolve_to_sibling_ptd(sample, flat_tensor):
+def test_external_tensors_resolve_to_sibling_ptd(sample, flat_tensor, oracle):
     pte, ptd = sample("mlp_external.pte"), sample("mlp_external.ptd")
     _, payload = flat_tensor(ptd)
     art = wb.open(pte)
@@ -103,7 +115,9 @@ def test_external_tensors_resolve_to_sibling_ptd(sample, flat_tensor):
     assert (ext["file"] == str(ptd)).all() and not ext["missing"].any()
     for r in ext.itertuples():
         entry = payload.named_data[r.name]
-        assert _sha(_tensor_bytes(art, r.name)) == _sha(payload.buffers[entry.buffer_index][: r.nbytes])
+        n = _layout_nbytes(entry.tensor_layout, oracle)
+        got = _tensor_bytes(art, r.name)
+        assert len(got) == n and _sha(got) == _sha(payload.buffers[entry.buffer_index][:n])
     # segments: both files, each covered exactly
     for f, g in art.segments.groupby("file"):
         assert g["size"].sum() == os.path.getsize(f)
@@ -174,25 +188,25 @@ def bundled():
     return lambda path: deserialize_from_flatbuffer_to_bundled_program(open(path, "rb").read())
 
 
-def test_bpte_matches_oracle(sample, bundled):
+def test_bpte_matches_oracle(sample, bundled, oracle):
     path = sample("mlp.bpte")
-    oracle = bundled(path)
+    bundle = bundled(path)
     art = wb.open(path)
     assert art.format == "bpte"
     start, size = art.info["program_offset"], art.info["program_size_in_bundle"]
     raw = open(path, "rb").read()
-    assert raw[start:start + size] == oracle.program
+    assert raw[start:start + size] == bundle.program
     # the embedded program's frames equal the standalone .pte's, shifted by `start`
     standalone = wb.open(sample("mlp_portable.pte"))
-    if bytes(oracle.program) == open(standalone.path, "rb").read():
-        a = art.tensors.dropna(subset=["offset"]).reset_index(drop=True)
-        b = standalone.tensors.dropna(subset=["offset"]).reset_index(drop=True)
-        assert list(a["name"]) == list(b["name"])
-        assert (a["offset"] - b["offset"] == start).all()
+    assert bytes(bundle.program) == open(standalone.path, "rb").read()  # sample_models/README.md
+    a = art.tensors.dropna(subset=["offset"]).reset_index(drop=True)
+    b = standalone.tensors.dropna(subset=["offset"]).reset_index(drop=True)
+    assert list(a["name"]) == list(b["name"]) and len(a) == 4
+    assert (a["offset"] - b["offset"] == start).all()
     # test cases
     cases = art.frames["test_cases"]
     expected_rows = []
-    for suite in oracle.method_test_suites:
+    for suite in bundle.method_test_suites:
         for ci, case in enumerate(suite.test_cases):
             for io, values in (("input", case.inputs), ("expected_output", case.expected_outputs)):
                 for k, v in enumerate(values):
@@ -203,7 +217,12 @@ def test_bpte_matches_oracle(sample, bundled):
         if type(val).__name__ == "Tensor":
             assert r.dtype == SCALAR_TYPES[int(val.scalar_type)].name
             assert tuple(r.shape) == tuple(val.sizes)
-            assert _tensor_bytes(art, r.name) == bytes(val.data)[: r.nbytes]
+            n = 1
+            for d in val.sizes:
+                n *= d
+            n *= oracle.itemsize(val.scalar_type)
+            assert r.nbytes == n and len(val.data) >= n
+            assert _tensor_bytes(art, r.name) == bytes(val.data)[:n]
     # segments cover the .bpte; the program and test data are labelled
     seg = art.segments
     assert seg["size"].sum() == os.path.getsize(path)
@@ -267,6 +286,7 @@ def test_bpte_truncated_and_mutated(sample, tmp_path):
         with pytest.raises(wb.ArtifactError):
             wb.open(p)
     rng = np.random.default_rng(0)
+    outcomes = {"ok": 0, "error": 0}
     for i in range(150):
         buf = bytearray(data)
         for _ in range(4):
@@ -277,13 +297,20 @@ def test_bpte_truncated_and_mutated(sample, tmp_path):
             art = wb.open(p)
             for k in art.frames:
                 art.frames[k]
-            for name in art.frames["test_cases"]["name"][:4]:
-                try:
-                    art.tensor(name)
-                except KeyError:
-                    pass
+            art.validate()
+            # every test-case row names a readable tensor (or an ArtifactError says why not),
+            # and whatever opened satisfies the invariants, the embedded program's too
+            for name in art.frames["test_cases"]["name"].dropna():
+                art.tensor(name)
+            check_invariants(art)
+            check_invariants(art.program)
         except wb.ArtifactError:
-            pass
+            outcomes["error"] += 1
+        else:
+            outcomes["ok"] += 1
+            art.close()
+        p.unlink()
+    assert outcomes["ok"] >= 20 and outcomes["error"] >= 20, outcomes
 
 
 def test_sibling_with_same_keys_but_other_layout_is_not_used(sample, tmp_path):

@@ -126,6 +126,28 @@ def test_misaligned_mutable_buffer(sample, oracle, tmp_path):
         expect(art, ("warning", f"tensor {name!r}", at + 4, f"data is not {ALIGN}-byte aligned"))
 
 
+def test_dim_order_that_is_no_permutation(sample, oracle, tmp_path):
+    """A constant's dim_order (0, 1) edited to (0, 5): warned about, and read row-major."""
+    src = sample("mlp_portable.pte")
+    prog = oracle.read(src)
+    with Located(src) as L:
+        value, _ev, tensor = next(x for x in L.tensor_tables() if x[2].u32(5) == 1)
+        vp = L.vector_pos(tensor, 3)  # Tensor.dim_order: [ubyte]
+        assert struct.unpack_from("<I2B", L.data, vp) == (2, 0, 1)
+        data = bytearray(L.data)
+    data[vp + 5] = 5
+    p = _write(tmp_path / "dim_order.pte", data)
+    t = prog.program.execution_plan[0].values[value].val
+    at = prog.constant_location(t)
+    with wb.open(p) as art:
+        expect(art, ("warning", f"tensor 'forward/{value}'", at,
+                     re.escape(f"dim_order [0, 5] is not a permutation of the 2 dimensions of "
+                               f"shape {list(t.sizes)}: its data is read in row-major order")))
+        x = art.tensor(("forward", value))
+        assert x.shape == tuple(t.sizes)
+        assert np.ascontiguousarray(x).tobytes() == bytes(data[at:at + prog.nbytes(t)])
+
+
 def test_trailing_data(sample, tmp_path):
     data = sample("mlp_portable.pte").read_bytes()
     p = _write(tmp_path / "trailing.pte", data + b"\xab" * 100)

@@ -28,6 +28,8 @@ def validate(art: Artifact) -> pd.DataFrame:
           severity        structure  offset  message
         0  warning  tensor 'fc1.weight'  <NA>  external tensor not found in any data file
     """
+    import pandas as pd
+
     from . import frames as _frames
 
     frames = art.frames
@@ -60,6 +62,15 @@ def validate(art: Artifact) -> pd.DataFrame:
         if r.storage in ("segment", "mutable", "inline") and int(r.offset) % TENSOR_ALIGNMENT:
             found.append(_f("warning", f"tensor {r.name!r}", int(r.offset),
                             f"data is not {TENSOR_ALIGNMENT}-byte aligned"))
+    if "dim_order" in ten.columns:  # Artifact.tensor reads a bad dim_order as row-major
+        names, orders, shapes, offsets = (ten[c].tolist() for c in ("name", "dim_order", "shape",
+                                                                      "offset"))
+        for name, order, shape, off in zip(names, orders, shapes, offsets):
+            if order and shape is not None and sorted(order) != list(range(len(shape))):
+                found.append(_f("warning", f"tensor {name!r}", None if off is pd.NA else off,
+                                f"dim_order {list(order)} is not a permutation of the "
+                                f"{len(shape)} dimensions of shape {list(shape)}: its data "
+                                "is read in row-major order"))
     if "missing" in ten.columns:
         for r in ten[ten["missing"].fillna(False).astype(bool)].itertuples():
             found.append(_f("warning", f"tensor {r.name!r}", None,
