@@ -553,6 +553,67 @@ SCHEMAS["delegate_map"] = [
     _c("target", "category", "its target"),
 ]
 
+# -- inside delegate blobs (workbench/formats/delegates/): one row per tensor value / node of a
+# backend's graph, for every blob whose backend describes them (XNNPACK, Vulkan, MPS; Ethos-U
+# lists its inputs/outputs). `method` + `index` match the `delegates` frame.
+SCHEMAS["delegate_tensors"] = [
+    _c("delegate", "category", "backend id the program gives, e.g. XnnpackBackend", True),
+    _c("method", "category", "method the delegate belongs to", True),
+    _c("index", "int64", "position in the method's delegate table (delegates.index)", True),
+    _c("name", "string", "'<method>/delegate<index>/<value id>'"),
+    _c("value", "int64", "value id in the backend graph (XNNPACK id_out)"),
+    _c("dtype", "category", "torch dtype name of the logical elements: float32, bfloat16, int8, "
+       "int4 (packed two per byte), ...", True),
+    _c("backend_dtype", "category", "the backend's own type, e.g. XNNPACK fp32, qcint8, qbint4, "
+       "qdint8"),
+    _c("shape", "object", "tuple of int: the backend's dims", True),
+    _c("numel", "int64", "elements"),
+    _c("nbytes", "int64", "stored bytes: numel x element size; 4-bit rows hold ceil(cols / 2) "
+       "bytes", True),
+    _c("role", "category", "constant | input | output | internal (an activation of the graph)"),
+    _c("quant", "category", "none | per_tensor | per_channel | per_channel_group (groupwise) | "
+       "per_token_dynamic", True),
+    _c("group_size", "Int64", "elements per scale along the row (per_channel_group)", True),
+    _c("channel_dim", "Int64", "dimension the scales run along (per_channel, per_channel_group)"),
+    _c("num_scales", "Int64", "scales stored (per_channel: channels; groupwise: rows x groups)"),
+    _c("scale", "float64", "per_tensor scale"),
+    _c("zero_point", "Int64", "per_tensor zero point (4-bit XNNPACK types store value + 8)"),
+    _c("scale_dtype", "category", "float32 | bfloat16 (XNNPACK groupwise scales)"),
+    _c("scale_storage", "category", "where the scales are: inline (in the graph flatbuffer) | "
+       "blob | named_data | external"),
+    _c("scale_key", "string", "named-data key of the scales"),
+    _c("scale_file", "string", "file holding the scales"),
+    _c("scale_offset", "Int64", "absolute offset of the scales"),
+    _c("scale_nbytes", "Int64", "bytes of the scales"),
+    _c("storage", "category", "where the values are: runtime (no stored bytes) | blob (the "
+       "delegate's constant data) | inline (inside the graph flatbuffer) | named_data (the "
+       "program's named data) | external (a .ptd)", True),
+    _c("named_key", "string", "named-data key of the bytes (XNNPACK: sha256 hex)", True),
+    _c("file", "string", "file holding the bytes (missing: none stored or not found)", True),
+    _c("offset", "Int64", "absolute offset of the bytes in `file`", True),
+    _c("align", "Int64", "largest power of two dividing `offset`"),
+    _c("data_size", "Int64", "bytes the graph says are stored (ConstantDataOffset.size)"),
+    _c("constant_index", "Int64", "index in the graph's constant table (XNNPACK constant_data)"),
+    _c("external_id", "Int64", "external id (graph inputs/outputs)"),
+    _c("flags", "int64", "value flags (XNNPACK: 1 external input, 2 external output)"),
+    _c("missing", "boolean", "a named key was looked up and not found (missing: not looked up)"),
+]
+SCHEMAS["delegate_nodes"] = [
+    _c("delegate", "category", "backend id the program gives", True),
+    _c("method", "category", "method the delegate belongs to", True),
+    _c("index", "int64", "position in the method's delegate table", True),
+    _c("node", "int64", "position in the backend graph's node list", True),
+    _c("op", "category", "operation, e.g. FullyConnected, Convert (XNNPACK), "
+       "aten.linear.default (Vulkan)", True),
+    _c("inputs", "object", "tuple of input value ids (absent optional inputs left out; Vulkan: "
+       "every argument)", True),
+    _c("outputs", "object", "tuple of output value ids", True),
+    _c("flags", "int64", "node flags"),
+    _c("debug_handle", "Int64", "debug handle linking back to the edge-program node"),
+    _c("output_min", "float64", "fused clamp minimum (NaN: none)"),
+    _c("output_max", "float64", "fused clamp maximum (NaN: none)"),
+]
+
 _INDEX = {name: {c.name: c for c in cols} for name, cols in SCHEMAS.items()}
 
 

@@ -1,0 +1,123 @@
+"""The ``delegate_tensors`` / ``delegate_nodes`` columns of many blobs (private).
+
+A parser leaves its per-blob columns as numpy arrays in :attr:`BlobInfo.tensors` /
+:attr:`BlobInfo.nodes` with these conventions: integers are int64 with :data:`MISSING`
+for a missing value, strings are object arrays with ``None`` for missing, ``missing`` is
+int8 (-1 unknown, 0, 1). :func:`tensor_columns` / :func:`node_columns` concatenate the
+blobs and turn them into the pandas arrays that :func:`workbench.frames.build` takes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..._cols import align, booleans, factorized, filled, ints, objects, strings
+
+if TYPE_CHECKING:
+    from ._base import BlobInfo
+
+#: A missing integer in a per-blob column.
+MISSING = np.iinfo(np.int64).min
+
+#: delegate_tensors: column -> kind (cat, str, int, Int, float, obj, bool3); the delegate,
+#: method and index columns are added per blob; ``align`` is derived from ``offset``.
+TENSOR_KINDS: dict[str, str] = {
+    "name": "str", "value": "int", "dtype": "cat", "backend_dtype": "cat", "shape": "obj",
+    "numel": "int", "nbytes": "int", "role": "cat", "quant": "cat", "group_size": "Int",
+    "channel_dim": "Int", "num_scales": "Int", "scale": "float", "zero_point": "Int",
+    "scale_dtype": "cat", "scale_storage": "cat", "scale_key": "str", "scale_file": "str",
+    "scale_offset": "Int", "scale_nbytes": "Int", "storage": "cat", "named_key": "str",
+    "file": "str", "offset": "Int", "data_size": "Int", "constant_index": "Int",
+    "external_id": "Int", "flags": "int", "missing": "bool3",
+}
+#: delegate_nodes: column -> kind.
+NODE_KINDS: dict[str, str] = {
+    "node": "int", "op": "cat", "inputs": "obj", "outputs": "obj", "flags": "int",
+    "debug_handle": "Int", "output_min": "float", "output_max": "float",
+}
+
+
+def _convert(kind: str, values: np.ndarray) -> Any:
+    if kind == "cat":
+        return factorized(values)
+    if kind == "str":
+        return strings(values)
+    if kind == "Int":
+        return ints(values, values == MISSING)
+    if kind == "bool3":
+        return booleans(values == 1, values < 0)
+    return values
+
+
+def _columns(infos: Sequence[BlobInfo], attr: str, kinds: dict[str, str]) -> dict[str, Any]:
+    parts = [(b, getattr(b, attr)) for b in infos if getattr(b, attr) is not None]
+    sizes = [len(cols["node" if attr == "nodes" else "value"]) for _, cols in parts]
+    n = sum(sizes)
+    out: dict[str, Any] = {
+        "delegate": factorized(np.concatenate([filled(k, b.backend_id) for (b, _), k
+                                               in zip(parts, sizes)]) if parts else objects([])),
+        "method": factorized(np.concatenate([filled(k, b.method) for (b, _), k
+                                             in zip(parts, sizes)]) if parts else objects([])),
+        "index": (np.concatenate([np.full(k, b.index, np.int64) for (b, _), k
+                                  in zip(parts, sizes)]) if parts else np.zeros(0, np.int64)),
+    }
+    for col, kind in kinds.items():
+        if parts:
+            values = np.concatenate([cols[col] for _, cols in parts])
+        else:
+            values = (objects([]) if kind in ("cat", "str", "obj") else
+                      np.zeros(0, np.int8 if kind == "bool3" else
+                               np.float64 if kind == "float" else np.int64))
+        out[col] = _convert(kind, values)
+        if col == "offset":
+            raw = values if parts else np.zeros(0, np.int64)
+            out["align"] = align(np.where(raw == MISSING, 0, raw), raw == MISSING)
+    assert len(out["index"]) == n
+    return out
+
+
+def tensor_columns(infos: Sequence[BlobInfo]) -> dict[str, Any]:
+    """Columns of the ``delegate_tensors`` frame for these blobs (in order).
+
+    Example:
+        >>> sorted(tensor_columns([]))[:3]
+        ['align', 'backend_dtype', 'channel_dim']
+    """
+    return _columns(infos, "tensors", TENSOR_KINDS)
+
+
+def node_columns(infos: Sequence[BlobInfo]) -> dict[str, Any]:
+    """Columns of the ``delegate_nodes`` frame for these blobs (in order).
+
+    Example:
+        >>> "op" in node_columns([])
+        True
+    """
+    return _columns(infos, "nodes", NODE_KINDS)
+
+
+def rows_to_columns(rows: Sequence[dict[str, Any]], kinds: dict[str, str]) -> dict[str, np.ndarray]:
+    """Per-blob columns (the conventions above) from a few row dicts; absent keys are
+    missing. For small tables (parsers of backends without a vectorised path).
+
+    Example:
+        >>> rows_to_columns([{"node": 0, "op": "add"}], NODE_KINDS)["debug_handle"].tolist()
+        [-9223372036854775808]
+    """
+    out: dict[str, np.ndarray] = {}
+    for col, kind in kinds.items():
+        vals = [r.get(col) for r in rows]
+        if kind in ("cat", "str"):
+            out[col] = objects(vals)
+        elif kind == "obj":
+            out[col] = objects([() if v is None else v for v in vals])
+        elif kind == "float":
+            out[col] = np.array([np.nan if v is None else v for v in vals], np.float64)
+        elif kind == "bool3":
+            out[col] = np.array([-1 if v is None else int(bool(v)) for v in vals], np.int8)
+        else:
+            out[col] = np.array([MISSING if v is None else v for v in vals], np.int64)
+    return out
