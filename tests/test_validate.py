@@ -18,6 +18,7 @@ import struct
 import zipfile
 
 import numpy as np
+import pandas as pd
 import pytest
 from helpers import Located, ptd_entries, ptd_halve_first_dim
 from test_pt2 import aoti_wrapper, build_zip, pt2_members, tensor_meta
@@ -33,8 +34,6 @@ ALIGN = 16
 
 def findings(art: wb.Artifact) -> list[tuple]:
     """``(severity, structure, offset or None, message)`` of every finding, sorted."""
-    import pandas as pd
-
     f = art.validate()
     assert list(f.columns) == ["severity", "structure", "offset", "message"]
     rows = [(r.severity, r.structure, None if pd.isna(r.offset) else int(r.offset), r.message)
@@ -280,10 +279,30 @@ def test_tensor_past_the_end_of_its_file(sample, tmp_path):
                      re.escape(f"{nbytes} bytes run past the end of {p}")))
 
 
+@pytest.mark.parametrize("back,error", [(16, False), (8, True)])
+def test_strided_view_past_the_end(tmp_path, back, error):
+    """An expanded view (shape 4x4, strides 0,1: 64 bytes of elements, 16 bytes touched)
+    moved to ``back`` bytes before the end of the file: only the bytes it touches count."""
+    meta = {**_META, "tensor_meta": tensor_meta(7, [4, 4], strides=[0, 1])}
+    data, _ = build_zip(pt2_members(weights={"w": meta},
+                                    files={"data/weights/weight_0": bytes(16)}))
+    p = _write(tmp_path / "view.pt2", data)
+    with wb.open(p) as art:
+        orig = art._parsed.builders["tensors"]
+
+        def bent():
+            cols = {k: [None if x is pd.NA else x for x in v] for k, v in orig().items()}
+            cols["offset"] = [len(data) - back]
+            return cols
+
+        art._parsed.builders["tensors"] = bent
+        assert art.tensors["nbytes"].tolist() == [64]
+        expect(art, *[("error", "tensor 'w'", len(data) - back,
+                       re.escape(f"16 bytes run past the end of {p}"))] * error)
+
+
 @pytest.mark.parametrize("drop", ["last", "middle", "overlap"])
 def test_segments_not_covering_the_file(sample, tmp_path, drop):
-    import pandas as pd
-
     p = shutil.copy(sample("mlp_portable.pte"), tmp_path / "x.pte")
     size = os.path.getsize(p)
     with wb.open(p) as art:

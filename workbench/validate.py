@@ -7,6 +7,7 @@ problems the reader noted while parsing plus checks over the frames — as a fra
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -55,10 +56,14 @@ def validate(art: Artifact) -> pd.DataFrame:
     stored = ten[ten["offset"].notna()]
     for r in stored.itertuples():
         src = art._parsed.sources.get(r.file)
-        strided = "strides" in ten.columns and r.strides is not None
-        if src is not None and not strided and int(r.offset) + int(r.nbytes) > src.size:
+        reach = int(r.nbytes)
+        strides = r.strides if "strides" in ten.columns else None
+        if isinstance(strides, tuple) and reach:  # a view: from its first to its last element
+            numel = math.prod(r.shape)
+            reach = (1 + sum((d - 1) * st for d, st in zip(r.shape, strides))) * (reach // numel)
+        if src is not None and int(r.offset) + reach > src.size:
             found.append(_f("error", f"tensor {r.name!r}", int(r.offset),
-                            f"{r.nbytes} bytes run past the end of {r.file}"))
+                            f"{reach} bytes run past the end of {r.file}"))
         if r.storage in ("segment", "mutable", "inline") and int(r.offset) % TENSOR_ALIGNMENT:
             found.append(_f("warning", f"tensor {r.name!r}", int(r.offset),
                             f"data is not {TENSOR_ALIGNMENT}-byte aligned"))
