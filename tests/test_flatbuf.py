@@ -440,7 +440,10 @@ _OPS = (
 )
 
 
-def walk(t: Table, depth: int) -> None:
+def walk(t: Table, depth: int, seen: list | None = None) -> None:
+    """Every accessor on every field of ``t`` (and of the tables it reaches, ``depth``
+    levels down); a wrongly typed accessor may raise ArtifactError. Tables reached are
+    appended to ``seen``."""
     for i in range(min(len(t.fields), 10) + 1):
         for op in _OPS:
             try:
@@ -449,17 +452,18 @@ def walk(t: Table, depth: int) -> None:
                 continue
             if not depth:
                 continue
-            if isinstance(r, Table):
-                walk(r, depth - 1)
-            elif isinstance(r, list):
-                for x in r[:3]:
-                    if isinstance(x, Table):
-                        walk(x, depth - 1)
-            elif isinstance(r, tuple) and len(r) == 2 and isinstance(r[1], Table):
-                walk(r[1], depth - 1)
+            found = [r] if isinstance(r, Table) else \
+                [x for x in r[:3] if isinstance(x, Table)] if isinstance(r, list) else \
+                [r[1]] if isinstance(r, tuple) and len(r) == 2 and isinstance(r[1], Table) else []
+            for x in found:
+                if seen is not None:
+                    seen.append(x)
+                walk(x, depth - 1, seen)
 
 
 def read_all(data: bytes, identifier=b"TEST") -> None:
+    """Open ``data`` and walk it with every accessor: for arbitrary bytes, only
+    ArtifactError may come out (it is swallowed here; anything else fails the test)."""
     with deadline(10):
         try:
             fb = fb_of(data, identifier=identifier)
@@ -469,8 +473,17 @@ def read_all(data: bytes, identifier=b"TEST") -> None:
 
 
 def test_walk_reads_valid_buffers():
-    read_all(hand_built()[0])
-    read_all(official_built())
+    """A valid buffer opens without any error, reads back its values, and the walk (which
+    also applies wrongly typed accessors: those may raise ArtifactError, per field) reaches
+    the nested tables; the right accessor of every field never raises."""
+    for data in (bytes(hand_built()[0]), official_built()):
+        with deadline(10):
+            root = fb_of(data).root("Root")  # no ArtifactError allowed here
+            check_valid(root)
+            seen: list[Table] = []
+            walk(root, 2, seen)
+        assert {t.pos for t in seen} >= {root.table(3).pos, root.union(4, 3)[1].pos}
+        check_valid(root)  # walking changed nothing
 
 
 _SETTINGS = settings(max_examples=200, deadline=None, derandomize=True, database=None,
