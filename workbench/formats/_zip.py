@@ -522,13 +522,17 @@ class ZipDirectory:
                                f"member {names[b]!r} at 0x{lho[b]:x}", file=path,
                                structure=f"zip member {names[b]!r}", offset=int(lho[b]))
         # Data descriptors (flag bit 3): 12 bytes, 20 with ZIP64 sizes, +4 with the signature.
+        # The sizes are 8 bytes when either header has a ZIP64 extra field (APPNOTE 4.3.9.1;
+        # Python's zipfile with force_zip64 puts one in the local header only).
         flags = c.flags
+        has_desc = (flags & FLAG_DESCRIPTOR) != 0
+        wide = c.zip64 | self._local_zip64(data - x_len, x_len, has_desc & ~c.zip64)
         room = nxt - ends
         at = np.where(room >= 4, ends, 0)
         sig = np.lib.stride_tricks.sliding_window_view(u8, 4)[at].view("<u4").reshape(n)
         has_sig = (room >= 4) & (sig == int.from_bytes(DESCRIPTOR_MAGIC, "little"))
-        desc = np.where(c.zip64, 20, 12) + 4 * has_sig
-        desc = np.where(((flags & FLAG_DESCRIPTOR) != 0) & (desc <= room), desc, 0)
+        desc = np.where(wide, 20, 12) + 4 * has_sig
+        desc = np.where(has_desc & (desc <= room), desc, 0)
         compressed = (c.method != 0) | ((flags & FLAG_ENCRYPTED) != 0)
         self.arrays = arrays = {
             "method": c.method, "flags": flags, "crc32": c.crc32, "compressed_size": csize,
@@ -537,6 +541,30 @@ class ZipDirectory:
             "descriptor_size": desc, "compressed": compressed}
         for a in arrays.values():
             a.flags.writeable = False
+
+    def _local_zip64(self, start: Any, x_len: Any, which: Any) -> Any:
+        """Whether the local extra field of each member (``x_len`` bytes at ``start``) holds a
+        ZIP64 field; only members in ``which`` are looked at (the first field of each at once,
+        further fields one member at a time)."""
+        import numpy as np
+
+        out = np.zeros(len(start), bool)
+        rows = np.flatnonzero(which & (x_len >= 4))
+        if not rows.size:
+            return out
+        u8 = np.frombuffer(self.src.buf, np.uint8)
+        head = u8[start[rows, None] + np.arange(4)].view("<u2").reshape(-1, 2).astype(np.int64)
+        out[rows] = head[:, 0] == ZIP64_EXTRA_ID
+        buf = self.src.buf
+        for k in rows[(head[:, 0] != ZIP64_EXTRA_ID) & (head[:, 1] + 4 < x_len[rows])].tolist():
+            pos, end = int(start[k]), int(start[k] + x_len[k])
+            while pos + 4 <= end:
+                xid, xlen = _EXTRA_HEAD.unpack_from(buf, pos)
+                if xid == ZIP64_EXTRA_ID:
+                    out[k] = True
+                    break
+                pos += 4 + xlen
+        return out
 
     def _names_differ(self, c: _Central, local: Any) -> Any:
         """Which local names (at ``local``, lengths already equal) differ from the central
