@@ -1,5 +1,6 @@
-"""Shared fixtures: the sample artifacts, a parametrization over every sample .pte, and the
-ExecuTorch oracle (ExecuTorch's own deserializer, imported once per session; skipped when
+"""Shared fixtures: the sample artifacts, a parametrization over every sample .pte (and, in
+modules that set ``PTE_VARIANTS = True``, over the layout variants of ``variants.py`` too), and
+the ExecuTorch oracle (ExecuTorch's own deserializer, imported once per session; skipped when
 executorch is not installed)."""
 
 from __future__ import annotations
@@ -23,9 +24,28 @@ def pte_samples() -> list[pathlib.Path]:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """``pte_path``: every sample .pte, then (where the module sets ``PTE_VARIANTS = True``, in
+    tests not marked slow) every variant of ``variants.py``, built once per session (their ids:
+    ``variant-<name>``)."""
     if "pte_path" in metafunc.fixturenames:
-        paths = pte_samples()
-        metafunc.parametrize("pte_path", paths, ids=[p.name for p in paths])
+        params: list[Any] = pte_samples()
+        ids = [p.name for p in params]
+        if (getattr(metafunc.module, "PTE_VARIANTS", False)
+                and metafunc.definition.get_closest_marker("slow") is None):
+            from variants import VARIANTS
+
+            params += [f"variant:{n}" for n in VARIANTS]
+            ids += [f"variant-{n}" for n in VARIANTS]
+        metafunc.parametrize("pte_path", params, ids=ids, indirect=True)
+
+
+@pytest.fixture
+def pte_path(request) -> pathlib.Path:
+    """A sample .pte, or a layout variant (built on first use; needs executorch)."""
+    p = request.param
+    if isinstance(p, str) and p.startswith("variant:"):
+        return request.getfixturevalue("pte_variant")(p.split(":", 1)[1])
+    return p
 
 
 def pytest_collection_modifyitems(config, items) -> None:
@@ -50,6 +70,29 @@ def sample(samples_dir):
         if not p.is_file():
             pytest.skip(f"sample {name} is not there (yet)")
         return p
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def pte_variant(tmp_path_factory, samples_dir):
+    """``pte_variant("constant_not_first")`` -> the path of that layout variant's .pte (see
+    ``variants.py``), written with ExecuTorch's serializer once per session and checked to
+    really have its property; a .ptd that belongs to it lies next to it."""
+    pytest.importorskip("executorch.exir._serialize._program",
+                        reason="executorch (which writes the variants) is not installed")
+    import variants
+
+    out = tmp_path_factory.mktemp("variants")
+    built: dict[str, pathlib.Path] = {}
+
+    def get(name: str) -> pathlib.Path:
+        if name not in built:
+            needed = variants.source_sample(name)
+            if not (samples_dir / needed).is_file():
+                pytest.skip(f"sample {needed} (source of variant {name}) is not there")
+            built[name] = variants.build(name, samples_dir, out)
+        return built[name]
 
     return get
 
@@ -141,6 +184,31 @@ class OracleProgram:
         """``deserialize_pte_binary`` (restores constants into constant_buffer): a second path."""
         return self.ns.deserialize_pte_binary(self.data)
 
+    def segment_bytes(self, i: int) -> bytes:
+        off, size = self.segment_abs(i)
+        return self.data[off : off + size]
+
+    def _split(self, sub) -> list[bytes]:
+        """ExecuTorch's own split of a constant/mutable segment into per-index buffers."""
+        return [b.storage for b in self.ns._program._restore_constant_segment(
+            sub, self.segment_bytes(sub.segment_index))]
+
+    def restored_constant(self, data_buffer_idx: int) -> bytes:
+        """A constant's buffer (with any padding after it) as ExecuTorch restores it:
+        ``deserialize_pte_binary``'s constant_buffer; for a program that function refuses
+        (more than one mutable segment), its segment splitter on the constant segment."""
+        if len(self.program.mutable_data_segments or []) > 1:
+            return self._split(self.program.constant_segment)[data_buffer_idx]
+        return bytes(self.restored.program.constant_buffer[data_buffer_idx].storage)
+
+    def restored_mutable(self, t) -> bytes:
+        """A mutable tensor's initial bytes (with padding) as ExecuTorch restores them."""
+        ms = self.program.mutable_data_segments
+        if len(ms) > 1:
+            e = t.extra_tensor_info
+            return self._split(ms[e.mutable_data_segments_idx if e else 0])[t.data_buffer_idx]
+        return bytes(self.restored.mutable_data[t.data_buffer_idx].storage)
+
 
 def sha256(b) -> str:
     return hashlib.sha256(bytes(b)).hexdigest()
@@ -163,14 +231,17 @@ class Oracle:
     def read(self, path) -> OracleProgram:
         key = str(path)
         if key not in self._cache:
-            data = pathlib.Path(path).read_bytes()
-            eh = self.get_extended_header(data)
-            program_size = eh.program_size if eh else len(data)
-            base = eh.segment_base_offset if eh else 0
-            program = self.flatbuffer_to_program(data[:program_size])
-            self._cache[key] = OracleProgram(pathlib.Path(path), data, eh, program, program_size,
-                                             base, self)
+            self._cache[key] = self.read_bytes(pathlib.Path(path).read_bytes(), path)
         return self._cache[key]
+
+    def read_bytes(self, data: bytes, path=None) -> OracleProgram:
+        """ExecuTorch's reading of a program held in ``data`` (e.g. one embedded in a .bpte)."""
+        eh = self.get_extended_header(data)
+        program_size = eh.program_size if eh else len(data)
+        base = eh.segment_base_offset if eh else 0
+        program = self.flatbuffer_to_program(data[:program_size])
+        return OracleProgram(pathlib.Path(path or "<bytes>"), data, eh, program, program_size,
+                             base, self)
 
     def ptd_named_bytes(self, path) -> dict[str, bytes]:
         """key -> bytes of a .ptd's named data, from ExecuTorch's FlatTensorSerializer."""

@@ -10,12 +10,15 @@ import time
 import traceback
 import zlib
 
+import pandas as pd
 import pytest
 from conftest import pte_samples
 from helpers import Hang, Located, deadline, exercise, mutate, program_size, tensor_bytes
 
 import workbench as wb
 from workbench.errors import CorruptError, OutOfBoundsError, TruncatedError
+
+PTE_VARIANTS = True  # pte_path: the samples and the layout variants (not in slow tests)
 
 
 # -- helpers ------------------------------------------------------------------------------------
@@ -360,14 +363,21 @@ def test_constant_offset_past_end(tmp_path, base_sample, base):
     open_fails(write(tmp_path, d), OutOfBoundsError)
 
 
-def test_constant_segment_index_out_of_range(tmp_path, base_sample, base):
-    d = bytearray(base_sample.read_bytes())
-    cs = base.program.table(5)
-    p = cs.field_pos(0, 4)
-    if not p:
-        pytest.skip("segment_index is the default (absent)")
-    struct.pack_into("<I", d, p, 1000)
-    open_fails(write(tmp_path, d), OutOfBoundsError)
+@pytest.mark.parametrize("index", [2, 1000, 0xFFFFFFFF], ids=str)
+def test_constant_segment_index_out_of_range(tmp_path, pte_variant, index):
+    """On the variant whose constant segment is segment 1 (so the field is stored)."""
+    src = pte_variant("constant_not_first")
+    d = bytearray(src.read_bytes())
+    with Located(src) as loc:
+        cs = loc.program.table(5)
+        p = cs.field_pos(0, 4)
+        assert p, "the variant lost its stored constant_segment.segment_index"
+        assert struct.unpack_from("<I", d, p)[0] == 1
+        n = len(loc.segments())
+    assert index >= n
+    struct.pack_into("<I", d, p, index)
+    e = open_fails(write(tmp_path, d), OutOfBoundsError)
+    assert "constant_segment" in str(e) and f"{n} segments" in str(e)
 
 
 def test_data_buffer_idx_out_of_range(tmp_path, base_sample, base):
@@ -419,11 +429,13 @@ def test_empty_bfloat16_tensor_reads(tmp_path, sample):
     assert tensor_bytes(x) == b""
 
 
+@pytest.mark.parametrize("high", [1, 0x3FFFFFFF, 0x40000000, 0xFFFFFFFF], ids=hex)
 @pytest.mark.parametrize("fast", [True, False], ids=["fast_path", "scalar_path"])
-def test_memory_offset_high_bits(tmp_path, sample, oracle, monkeypatch, fast):
-    """AllocationDetails.memory_offset_high = 0xFFFFFFFF (built with ExecuTorch's serializer):
-    offsets >= 2**63 do not fit int64 frames; expect an ArtifactError or the true offsets,
-    not a crash and not wrapped (negative) offsets."""
+def test_memory_offset_high_bits(tmp_path, sample, oracle, monkeypatch, fast, high):
+    """AllocationDetails.memory_offset_high set on every planned tensor (built with
+    ExecuTorch's serializer). Offsets below 2**62 are read exactly (low | high << 32, beyond
+    every arena); from 2**62 on (they would not fit int64 frames) opening is a CorruptError
+    naming the allocation — never a crash, never wrapped (negative) offsets."""
     from executorch.exir._serialize._flatbuffer_program import _program_to_flatbuffer
 
     from workbench.formats import pte
@@ -431,22 +443,28 @@ def test_memory_offset_high_bits(tmp_path, sample, oracle, monkeypatch, fast):
     monkeypatch.setattr(pte._ProgramReader, "fast", fast)
     p = sample("no_weights.pte")
     prog = oracle.flatbuffer_to_program(p.read_bytes())
-    n = 0
-    for v in prog.execution_plan[0].values:
+    want = {}
+    for k, v in enumerate(prog.execution_plan[0].values):
         a = getattr(v.val, "allocation_info", None)
         if a is not None:
-            a.memory_offset_high = 0xFFFFFFFF
-            n += 1
-    assert n
+            a.memory_offset_high = high
+            want[k] = a.memory_offset_low | (high << 32)
+    assert want
     out = write(tmp_path, _program_to_flatbuffer(prog).data, "high.pte")
-    if only_artifact_errors(out) is None:
-        # it opened: the offsets must be the real ones (>= 2**64 - 2**32), which fit no arena
-        with wb.open(out) as art:
-            mp = art.frames["memory_plan"]
-            assert len(mp) == n
-            assert (mp["offset"] >= 0).all(), mp["offset"].tolist()
-            assert not mp["fits"].any()
-            assert (art.tensors["mem_offset"].dropna() >= 0).all()
+    if high >= 1 << 30:
+        e = open_fails(out, CorruptError)
+        assert "memory offset" in str(e) and "allocation_info" in str(e), str(e)
+        return
+    with wb.open(out) as art:
+        mp = art.frames["memory_plan"]
+        name = prog.execution_plan[0].name
+        assert dict(zip(mp["value"].astype(int), mp["offset"].astype(int))) == want
+        assert not mp["fits"].any()
+        t = art.tensors
+        t = t[t["method"] == name]
+        got = {int(v): int(o) for v, o in zip(t["value"], t["mem_offset"]) if pd.notna(o)}
+        assert got == want
+        assert "planned at" in " ".join(art.validate()["message"])
 
 
 # -- random inputs -------------------------------------------------------------------------------------

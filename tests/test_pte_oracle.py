@@ -1,4 +1,5 @@
-"""Every sample .pte read by workbench agrees with ExecuTorch's own reading of it.
+"""Every sample .pte, and every layout variant of ``variants.py``, read by workbench agrees
+with ExecuTorch's own reading of it.
 
 Golden facts are computed here from ``executorch.exir._serialize._program`` (the extended
 header and ``_flatbuffer_to_program``, which keeps ``Program.segments`` as stored), never pasted.
@@ -14,10 +15,12 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import sha256
-from helpers import tensor_bytes
+from helpers import tensor_bytes, tensor_key
+from variants import VARIANTS, check, source_sample
 
 import workbench as wb
 
+PTE_VARIANTS = True  # pte_path: the samples and the layout variants (conftest.py)
 TENSOR_REQUIRED = ("name", "dtype", "shape", "nbytes", "storage", "file", "offset")
 STORAGES = {"segment", "inline", "external", "named_data", "mutable", "planned", "unallocated",
             "zip", "blob", "so"}
@@ -162,7 +165,7 @@ def test_constant_tensors(pte_path, oracle, opened):
         got = tensor_bytes(art.tensor((method, v)), tensor.dim_order)
         assert sha256(got) == sha256(want), (method, v)
         # Second path: deserialize_pte_binary restores constants into constant_buffer.
-        restored = o.restored.program.constant_buffer[tensor.data_buffer_idx].storage
+        restored = o.restored_constant(tensor.data_buffer_idx)
         assert sha256(got) == sha256(restored[:nbytes]), (method, v)
     got_set = {(str(r.method), int(r.value)) for r in t[t["storage"] == "segment"].itertuples()}
     assert got_set == expected
@@ -171,18 +174,29 @@ def test_constant_tensors(pte_path, oracle, opened):
 def test_inline_constant_tensors(pte_path, oracle, opened):
     """Legacy Program.constant_buffer (no constant segment): bytes inside the flatbuffer."""
     o = oracle.read(pte_path)
-    cs = o.program.constant_segment
-    if cs is not None and cs.offsets:
-        pytest.skip("uses the constant segment")
     art = opened(pte_path)
-    for method, v, tensor in o.tensors():
-        if (tensor.allocation_info is not None or not tensor.data_buffer_idx
-                or o.is_external(tensor)):
-            continue
-        row = _one(art.tensors, method=method, value=v)
-        assert row["storage"] == "inline"
-        want = o.program.constant_buffer[tensor.data_buffer_idx].storage[: o.nbytes(tensor)]
-        assert sha256(tensor_bytes(art.tensor((method, v)), tensor.dim_order)) == sha256(want)
+    cs = o.program.constant_segment
+    expected = set()
+    if not (cs is not None and cs.offsets):  # no constant segment: constants are inline
+        for method, v, tensor in o.tensors():
+            if (tensor.allocation_info is not None or not tensor.data_buffer_idx
+                    or o.is_external(tensor)):
+                continue
+            expected.add((method, v))
+            row = _one(art.tensors, method=method, value=v)
+            assert row["storage"] == "inline"
+            buf = o.program.constant_buffer[tensor.data_buffer_idx].storage
+            want = bytes(buf[: o.nbytes(tensor)])
+            assert len(want) == o.nbytes(tensor)
+            # the row's offset is where those bytes are in the file (inside the flatbuffer)
+            assert row["file"] == art.path
+            assert 0 < row["offset"] and row["offset"] + row["nbytes"] <= o.program_size
+            assert o.data[row["offset"] : row["offset"] + row["nbytes"]] == want
+            got = tensor_bytes(art.tensor((method, v)), tensor.dim_order)
+            assert sha256(got) == sha256(want), (method, v)
+    t = art.tensors
+    assert {(str(r.method), int(r.value)) for r in t[t["storage"] == "inline"].itertuples()} \
+        == expected
 
 
 def test_mutable_tensors(pte_path, oracle, opened):
@@ -202,7 +216,7 @@ def test_mutable_tensors(pte_path, oracle, opened):
         want = o.data[at : at + nbytes]
         got = tensor_bytes(art.tensor((method, v)), tensor.dim_order)
         assert sha256(got) == sha256(want), (method, v)
-        restored = o.restored.mutable_data[tensor.data_buffer_idx].storage
+        restored = o.restored_mutable(tensor)
         assert sha256(got) == sha256(restored[:nbytes]), (method, v)
     got_set = {(str(r.method), int(r.value)) for r in t[t["storage"] == "mutable"].itertuples()}
     assert got_set == expected
@@ -429,3 +443,82 @@ def test_memory_plan(pte_path, oracle, opened):
         trow = _one(art.tensors, method=method, value=v)
         assert trow["mem_id"] == a.memory_id and trow["mem_offset"] == offset
     assert {(str(r.method), int(r.value)) for r in mp.itertuples()} == expected
+
+
+def test_stored_offsets_on_scalar_path(pte_path, oracle, monkeypatch):
+    """Constant and mutable tensor offsets, read with the vectorised path turned off (the
+    scalar verifying path), are ExecuTorch's."""
+    from workbench.formats import pte
+
+    monkeypatch.setattr(pte._ProgramReader, "fast", False)
+    o = oracle.read(pte_path)
+    want = {}
+    for method, v, tensor in o.tensors():
+        at = o.constant_location(tensor)
+        if at is None:
+            at = o.mutable_location(tensor)
+        if at is not None:
+            want[(method, v)] = at
+    with wb.open(pte_path, data=[]) as art:
+        t = art.tensors
+        t = t[t["storage"].isin(["segment", "mutable"])]
+        got = {(str(r.method), int(r.value)): int(r.offset) for r in t.itertuples()}
+    assert got == want
+
+
+# -- the layout variants (variants.py) ------------------------------------------------------------
+@pytest.mark.parametrize("name", VARIANTS)
+def test_variant_has_its_property(name, pte_variant):
+    """Each variant really is what it is named for (checked again from the written bytes)."""
+    check(name, pte_variant(name))
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_variant_tensors_match_source_sample(name, pte_variant, sample):
+    """A variant holds its source sample's tensors and delegate blobs: each reads the same
+    bytes (same dtype and shape) from the variant, wherever the variant's layout put them."""
+    p = pte_variant(name)
+    src = sample(source_sample(name))
+    moved = 0
+    with wb.open(src) as a, wb.open(p) as b:
+        ta, tb = a.tensors, b.tensors
+        stored = ta[ta["offset"].notna()]
+        assert len(stored)
+        for r in stored.itertuples(index=False):
+            key = tensor_key(r)
+            if isinstance(key, tuple):
+                row = _one(tb, method=key[0], value=key[1])
+            else:
+                row = _one(tb, name=key)
+            assert (row["dtype"], row["shape"]) == (r.dtype, r.shape), key
+            want_storage = "inline" if name == "inline_constant_buffer" else r.storage
+            assert row["storage"] == want_storage, key
+            assert pd.notna(row["offset"]), key
+            assert tensor_bytes(b.tensor(key)) == tensor_bytes(a.tensor(key)), key
+            moved += int(row["offset"]) != int(r.offset)
+        da, db = a.frames["delegates"], b.frames["delegates"]
+        assert len(da) == len(db)
+        raw_a, raw_b = src.read_bytes(), p.read_bytes()
+        for x, y in zip(da.itertuples(), db.itertuples()):
+            assert (x.id, x.size) == (y.id, y.size)
+            assert raw_a[x.offset : x.offset + x.size] == raw_b[y.offset : y.offset + y.size]
+            moved += x.offset != y.offset
+    if name not in ("trailing", "ptd_trailing"):  # every other layout moves some bytes
+        assert moved, "nothing moved: the variant has the sample's layout"
+
+
+def test_two_mutable_segments_are_flagged(pte_variant, oracle, sample):
+    """Tensors of the second mutable segment are placed by mutable_data_segments_idx; the
+    program is flagged since ExecuTorch's own readers do not follow that index."""
+    p = pte_variant("two_mutable")
+    o = oracle.read(p)
+    with wb.open(p) as art:
+        t = art.tensors
+        mut = t[t["storage"] == "mutable"]
+        segs = {m.segment_index for m in o.program.mutable_data_segments}
+        assert set(mut["segment"].astype(int)) == segs
+        found = art.validate()
+        hit = found[found["structure"] == "Program.mutable_data_segments"]
+        assert len(hit) == 1 and hit["severity"].iloc[0] == "warning"
+    with wb.open(sample("kv_cache.pte")) as art:  # one mutable segment: nothing to say
+        assert not (art.validate()["structure"] == "Program.mutable_data_segments").any()

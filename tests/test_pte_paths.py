@@ -13,6 +13,8 @@ from helpers import deadline, mutate, program_size
 import workbench as wb
 from workbench.formats import pte
 
+PTE_VARIANTS = True  # pte_path: the samples and the layout variants (not in slow tests)
+
 
 def outcome(path, fast: bool, monkeypatch) -> tuple[str, dict | str]:
     """``("ok", frames)`` or ``("error", class name)``; other exceptions propagate."""

@@ -337,6 +337,13 @@ class _ProgramReader:
         self.mutable_segments = [
             self._subsegment(t, t.path) for t in prog.tables(6, "mutable_data_segments")
         ]
+        if len(self.mutable_segments) > 1:
+            self.findings.append({
+                "severity": "warning", "structure": "Program.mutable_data_segments",
+                "offset": prog.pos, "message": f"{len(self.mutable_segments)} mutable data "
+                "segments: tensors are placed by ExtraTensorInfo.mutable_data_segments_idx as the "
+                "schema says, but ExecuTorch's runtime (1.5.1) reads every initial value from "
+                "mutable_data_segments[0] and its Python deserializer refuses such a program"})
         # Delegate data stored inline in the flatbuffer.
         self.inline_delegate_data = [t.vector(0, 1, "data") for t in prog.tables(3, "backend_delegate_data")]
         # Named data.
