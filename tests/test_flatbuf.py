@@ -234,7 +234,7 @@ def expect(cls, fn, *, offset: bool = True):
     e = ei.value
     assert isinstance(e, ArtifactError)
     if offset:
-        assert "0x" in str(e) and e.offset is not None
+        assert isinstance(e.offset, int) and e.offset >= 0 and f" at 0x{e.offset:x}: " in str(e)
     assert e.file and e.file.startswith("fb")
     return e
 
@@ -248,8 +248,17 @@ def test_root_offset_outside(value):
     expect((OutOfBoundsError, TruncatedError), lambda: fb.root("Root"))
 
 
-@pytest.mark.parametrize("soffset", [0x7FFFFFFF, -0x80000000, 10_000, -10_000], ids=hex)
+@pytest.mark.parametrize("soffset", [-0x80000000, -10_000], ids=hex)
 def test_vtable_outside(soffset):
+    fb = edited(lambda d, L: struct.pack_into("<i", d, L["root"], soffset))
+    expect((OutOfBoundsError, TruncatedError), lambda: fb.root("Root"))
+
+
+@pytest.mark.xfail(strict=True, reason="known defect in workbench/flatbuf.py: a vtable before "
+                   "the buffer start is reported at its computed (negative) position, e.g. "
+                   "'at 0x-7fffffdf'; it should name the table's soffset field")
+@pytest.mark.parametrize("soffset", [0x7FFFFFFF, 10_000], ids=hex)
+def test_vtable_before_the_start(soffset):
     fb = edited(lambda d, L: struct.pack_into("<i", d, L["root"], soffset))
     expect((OutOfBoundsError, TruncatedError), lambda: fb.root("Root"))
 

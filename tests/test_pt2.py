@@ -566,7 +566,8 @@ def test_compressed_members_are_not_zero_copy(tmp_path, sample):
         m = art.frames["members"].set_index("name")
         assert m.loc["arc/data/weights/weight_0", "compressed"]
         assert m.loc["arc/data/weights/weight_0", "method"] == 8
-        assert (art.validate()["message"].str.contains("compressed")).any()
+        f = art.validate()
+        assert list(f.loc[f["message"].str.contains("compressed"), "severity"]) == ["info"]
 
 
 def pd_isna(x) -> bool:
@@ -683,7 +684,7 @@ def test_truncated_archives(tmp_path, sample):
     data = sample("mlp.pt2").read_bytes()
     for cut in (10, 21, 30, 100, 1000):
         e = fails(write(tmp_path, data[:-cut]))
-        assert e.offset is not None
+        assert 0 <= e.offset <= len(data) - cut and f" at 0x{e.offset:x}: " in str(e)
     fails(write(tmp_path, data[:21]), TruncatedError)
     e = fails(write(tmp_path, b"PK\x03\x04" + bytes(200_000)), CorruptError)
     assert "end of central directory" in str(e)
@@ -715,7 +716,7 @@ def test_offsets_past_the_end(tmp_path, base_zip):
         d = bytearray(data)
         struct.pack_into("<I", d, where["central"][-1] + field, value)  # lho / compressed size
         e = fails(write(tmp_path, bytes(d)), OutOfBoundsError)
-        assert e.offset is not None and "0x" in str(e)
+        assert 0 <= e.offset <= len(d) and f" at 0x{e.offset:x}: " in str(e)
 
 
 def test_member_claiming_2_to_the_40_bytes(tmp_path, base_zip):
