@@ -29,7 +29,8 @@ import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,6 +67,9 @@ CONSTANT_METHODS = {
 
 #: Tag given to weights that go to a ``.ptd``; the exporter names the file after it.
 XNNPACK_EXTERNAL_TAG = "mlp_xnnpack_external"
+
+#: Tag of the 8da4w model's delegate constants that go to a ``.ptd``.
+WIDE_EXTERNAL_TAG = "wide_xnnpack_8da4w_external"
 
 #: Inductor configs for both AOTI packages: no line tables (``-g1`` alone makes the
 #: ``.so`` about 1.5 MB instead of 0.4 MB); no precompiled headers (inductor would
@@ -164,6 +168,20 @@ class NoWeights(nn.Module):
         return torch.relu(x) + x
 
 
+class WideMLP(nn.Module):
+    """Linear(64, 32) -> ReLU -> Linear(32, 8, bias=False): rows long enough for groups of 32."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(64, 32)
+        self.relu = nn.ReLU()
+        self.fc2 = nn.Linear(32, 8, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Return the outputs, shape ``[batch, 8]``."""
+        return self.fc2(self.relu(self.fc1(x)))
+
+
 def seeded(factory: Callable[[], nn.Module]) -> nn.Module:
     """Build a model right after ``torch.manual_seed(0)`` and put it in eval mode."""
     torch.manual_seed(0)
@@ -178,6 +196,11 @@ def mlp_inputs() -> tuple[torch.Tensor]:
 def kv_inputs() -> tuple[torch.Tensor, torch.Tensor]:
     """Fixed example inputs for ``KVCacheAttention``: one token at position 2."""
     return (torch.linspace(-1.0, 1.0, 16).reshape(1, 1, 16), torch.tensor([2]))
+
+
+def wide_inputs() -> tuple[torch.Tensor]:
+    """Fixed example input for ``WideMLP``."""
+    return (torch.linspace(-1.0, 1.0, 128).reshape(2, 64),)
 
 
 def tied_inputs() -> tuple[torch.Tensor]:
@@ -312,6 +335,176 @@ def build_tied_portable(out: Path) -> None:
 def build_tied_xnnpack(out: Path) -> None:
     """Tied embedding / lm_head lowered to XNNPACK: the tie may be split in two copies."""
     write_pte(lower_xnnpack(export(seeded(TiedLM), tied_inputs())), out / "tied_xnnpack.pte")
+
+
+@contextmanager
+def xnnpack_constants_in_blob() -> Iterator[None]:
+    """Make XNNPACK lowering keep constants inside the delegate blob (the pre-0.5 layout).
+
+    ExecuTorch 1.5.1 has no option for it: every XNNPACK constant becomes named data
+    (``ConstantDataOffset(offset=2**64-1, named_key=sha256)``). Inside this context the
+    preprocess step's ``NamedDataStore`` keeps the bytes to itself, and its
+    ``serialize_xnnpack_binary`` call (ExecuTorch's own serializer) gets them as the blob's
+    constant data, each entry 16-aligned, with ``offset`` set and no ``named_key`` field;
+    identical bytes are stored once. The runtime reads such blobs as before.
+    """
+    import executorch.backends.xnnpack.xnnpack_preprocess as preprocess
+    from executorch.backends.xnnpack.serialization.xnnpack_graph_serialize import (
+        CONSTANT_TENSOR_ALIGNMENT,
+    )
+    from executorch.exir._serialize._named_data_store import NamedDataStore
+
+    stores: list[dict[str, bytes]] = []
+
+    class BlobStore(NamedDataStore):
+        def __init__(self) -> None:
+            super().__init__()
+            self.kept: dict[str, bytes] = {}
+            stores.append(self.kept)
+
+        def add_named_data(self, key, data, alignment=1, external_tag=None):
+            self.kept[key] = bytes(data)
+
+    serialize = preprocess.serialize_xnnpack_binary
+
+    def serialize_in_blob(graph, constant_data: bytearray) -> bytes:
+        kept = stores[-1]
+        placed: dict[str, int] = {}
+        for entry in graph.constant_data:
+            if entry.named_key:
+                if entry.named_key not in placed:
+                    constant_data.extend(b"\0" * (-len(constant_data) % CONSTANT_TENSOR_ALIGNMENT))
+                    placed[entry.named_key] = len(constant_data)
+                    constant_data.extend(kept[entry.named_key])
+                entry.offset = placed[entry.named_key]
+                # absent, not "": the runtime takes a present (even empty) key as named data
+                entry.named_key = None
+        return serialize(graph, constant_data)
+
+    saved = preprocess.NamedDataStore
+    preprocess.NamedDataStore = BlobStore
+    preprocess.serialize_xnnpack_binary = serialize_in_blob
+    try:
+        yield
+    finally:
+        preprocess.NamedDataStore = saved
+        preprocess.serialize_xnnpack_binary = serialize
+
+
+def build_mlp_xnnpack_inline(out: Path) -> None:
+    """XNNPACK MLP whose weights sit inside the delegate blob (see ``xnnpack_constants_in_blob``)."""
+    with xnnpack_constants_in_blob():
+        program = lower_xnnpack(export(seeded(MLP), mlp_inputs()))
+    write_pte(program, out / "mlp_xnnpack_inline.pte")
+
+
+def qc8_mlp() -> nn.Module:
+    """The seeded MLP after PT2E dynamic int8 quantization with per-channel weight scales
+    (``XNNPACKQuantizer`` + ``get_symmetric_quantization_config(is_per_channel=True,
+    is_dynamic=True)``, ``prepare_pt2e`` / one calibration call / ``convert_pt2e``)."""
+    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
+        XNNPACKQuantizer,
+        get_symmetric_quantization_config,
+    )
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    quantizer = XNNPACKQuantizer().set_global(
+        get_symmetric_quantization_config(is_per_channel=True, is_dynamic=True))
+    prepared = prepare_pt2e(export(seeded(MLP), mlp_inputs()).module(), quantizer)
+    prepared(*mlp_inputs())
+    return convert_pt2e(prepared)
+
+
+def build_mlp_xnnpack_qc8(out: Path) -> None:
+    """XNNPACK MLP, dynamically quantized: int8 per-channel weights (``qcint8``) with float32
+    scales in named data, ``qdint8`` activations."""
+    write_pte(lower_xnnpack(export(qc8_mlp(), mlp_inputs())), out / "mlp_xnnpack_qc8.pte")
+
+
+def int4_wide_mlp() -> nn.Module:
+    """The seeded ``WideMLP`` after torchao ``quantize_`` with 8-bit dynamic activations and
+    4-bit groupwise weights (``Int8DynamicActivationIntxWeightConfig(weight_dtype=torch.int4,
+    weight_granularity=PerGroup(32))``, "8da4w")."""
+    from torchao.quantization import Int8DynamicActivationIntxWeightConfig, quantize_
+    from torchao.quantization.granularity import PerGroup
+
+    model = seeded(WideMLP)
+    quantize_(model, Int8DynamicActivationIntxWeightConfig(weight_dtype=torch.int4,
+                                                           weight_granularity=PerGroup(32)))
+    return model
+
+
+def build_wide_xnnpack_8da4w(out: Path) -> None:
+    """XNNPACK ``WideMLP`` with groupwise int4 weights (``qbint4``, group 32, bfloat16 scales)."""
+    write_pte(lower_xnnpack(export(int4_wide_mlp(), wide_inputs())), out / "wide_xnnpack_8da4w.pte")
+
+
+def build_wide_xnnpack_8da4w_external(out: Path) -> None:
+    """The 8da4w ``WideMLP`` with its delegate constants (weights, biases and scales) in
+    ``wide_xnnpack_8da4w_external.ptd`` (tagged as in ``build_mlp_xnnpack_external``)."""
+    args = wide_inputs()
+    tagged = export(int4_wide_mlp(), args).module()
+    delegate_external_constants_pass_unlifted(module=tagged, gen_tag_fn=lambda node: WIDE_EXTERNAL_TAG)
+    program = lower_xnnpack(export(tagged, args))
+    write_pte(program, out / "wide_xnnpack_8da4w_external.pte")
+    original = write_ptd(program, out / "wide_xnnpack_8da4w_external.ptd")
+    print(f"  (write_tensor_data_to_file wrote {original!r})")
+
+
+def build_mlp_vulkan(out: Path) -> None:
+    """MLP lowered with ``VulkanPartitioner``: a ``VH00`` blob holding a ``VkGraph``, weights
+    as named data (lowering needs no GPU)."""
+    from executorch.backends.vulkan.partitioner.vulkan_partitioner import VulkanPartitioner
+
+    edge = to_edge_transform_and_lower(export(seeded(MLP), mlp_inputs()),
+                                       partitioner=[VulkanPartitioner()])
+    write_pte(edge.to_executorch(ExecutorchBackendConfig()), out / "mlp_vulkan.pte")
+
+
+def verify_vulkan(out: Path) -> None:
+    """No Vulkan runtime here: decode the blob's graph with ExecuTorch's own deserializer
+    (``flatbuffer_to_vk_graph``) and check it has the two linear layers."""
+    from executorch.backends.vulkan.serialization.vulkan_graph_serialize import (
+        extract_vk_flatbuffer,
+        flatbuffer_to_vk_graph,
+    )
+    from executorch.exir._serialize._program import deserialize_pte_binary
+
+    program = deserialize_pte_binary((out / "mlp_vulkan.pte").read_bytes()).program
+    (delegate,) = program.execution_plan[0].delegates
+    blob = program.backend_delegate_data[delegate.processed.index].data
+    graph = flatbuffer_to_vk_graph(extract_vk_flatbuffer(blob))
+    ops = [call.name for call in graph.chain]
+    if ops.count("aten.linear.default") != 2:
+        raise AssertionError(f"mlp_vulkan.pte: unexpected operator chain {ops}")
+
+
+def build_mlp_coreml(out: Path) -> None:
+    """MLP lowered with ``CoreMLPartitioner`` (coremltools converts on Linux; the blob is the
+    flattened ``.mlpackage`` folder). Not byte-reproducible: ``metadata.json`` holds a
+    fresh ``executorch_<uuid4>`` identifier."""
+    from executorch.backends.apple.coreml.partition import CoreMLPartitioner
+
+    edge = to_edge_transform_and_lower(export(seeded(MLP), mlp_inputs()),
+                                       partitioner=[CoreMLPartitioner()])
+    write_pte(edge.to_executorch(ExecutorchBackendConfig()), out / "mlp_coreml.pte")
+
+
+def verify_coreml(out: Path) -> None:
+    """No Core ML runtime here: unflatten the blob with ExecuTorch's own
+    ``executorchcoreml.unflatten_directory_contents`` and check the model files are there."""
+    from executorch.backends.apple.coreml import executorchcoreml
+    from executorch.exir._serialize._program import deserialize_pte_binary
+
+    program = deserialize_pte_binary((out / "mlp_coreml.pte").read_bytes()).program
+    (delegate,) = program.execution_plan[0].delegates
+    blob = program.backend_delegate_data[delegate.processed.index].data
+    with tempfile.TemporaryDirectory() as folder:
+        if not executorchcoreml.unflatten_directory_contents(blob, folder):
+            raise AssertionError("mlp_coreml.pte: the blob does not unflatten")
+        names = {p.name for p in Path(folder).rglob("*")}
+    if not {"metadata.json", "model.mlpackage", "weight.bin"} <= names:
+        raise AssertionError(f"mlp_coreml.pte: unexpected files {sorted(names)}")
 
 
 def mlp_test_cases() -> list[MethodTestCase]:
@@ -528,6 +721,40 @@ SAMPLES: tuple[Sample, ...] = (
         build_tied_xnnpack,
         lambda out: check_pte(out / "tied_xnnpack.pte", seeded(TiedLM), tied_inputs()),
     ),
+    Sample(
+        "mlp_xnnpack_inline",
+        ("mlp_xnnpack_inline.pte",),
+        build_mlp_xnnpack_inline,
+        lambda out: check_pte(out / "mlp_xnnpack_inline.pte", seeded(MLP), mlp_inputs()),
+    ),
+    Sample(
+        "mlp_xnnpack_qc8",
+        ("mlp_xnnpack_qc8.pte",),
+        build_mlp_xnnpack_qc8,
+        lambda out: check_pte(out / "mlp_xnnpack_qc8.pte", qc8_mlp(), mlp_inputs(), atol=2e-2),
+    ),
+    Sample(
+        "wide_xnnpack_8da4w",
+        ("wide_xnnpack_8da4w.pte",),
+        build_wide_xnnpack_8da4w,
+        lambda out: check_pte(out / "wide_xnnpack_8da4w.pte", int4_wide_mlp(), wide_inputs(),
+                              atol=2e-2),
+    ),
+    Sample(
+        "wide_xnnpack_8da4w_external",
+        ("wide_xnnpack_8da4w_external.pte", "wide_xnnpack_8da4w_external.ptd"),
+        build_wide_xnnpack_8da4w_external,
+        # Always pass the .ptd: without it the XNNPACK delegate crashes the process.
+        lambda out: check_pte(
+            out / "wide_xnnpack_8da4w_external.pte",
+            int4_wide_mlp(),
+            wide_inputs(),
+            data_path=out / "wide_xnnpack_8da4w_external.ptd",
+            atol=2e-2,
+        ),
+    ),
+    Sample("mlp_vulkan", ("mlp_vulkan.pte",), build_mlp_vulkan, verify_vulkan),
+    Sample("mlp_coreml", ("mlp_coreml.pte",), build_mlp_coreml, verify_coreml),
     Sample("mlp_bpte", ("mlp.bpte",), build_mlp_bpte, verify_bpte),
     Sample(
         "mlp_bf16",
