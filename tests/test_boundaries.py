@@ -141,20 +141,25 @@ def test_segment_rows_hold_the_segment_bytes(pte_path, oracle, opened):
 @pytest.mark.parametrize("name", [p.name for p in sorted(SAMPLES.glob("*.pte"))])
 def test_appended_bytes_are_a_trailing_row(tmp_path, oracle, name):
     """Bytes appended to a program with an extended header are one ``trailing`` row, exactly
-    after the header's segment data, and validate() reports them."""
+    after the header's segment data, and validate() reports them. Without a header the file
+    IS the flatbuffer (for ExecuTorch too): the program row grows, nothing else changes."""
     data = (SAMPLES / name).read_bytes()
-    o = oracle.read(SAMPLES / name)
-    if o.eh is None:
-        pytest.skip("no extended header: the flatbuffer has no declared end")
     extra = b"\x00appended\xff" * 7
     p = tmp_path / name
     p.write_bytes(data + extra)
-    with wb.open(p) as art:
+    o = oracle.read_bytes(data + extra, p)
+    with wb.open(p) as art, wb.open(SAMPLES / name) as original:
         rows = reader_rows(art)
-        assert rows[-1] == (o.segment_base_offset + o.eh.segment_data_size, len(extra), "trailing", -1)
+        assert_rows_match(rows, pte_expected(o), name)
+        before = reader_rows(original)
+        if o.eh is None:
+            assert (8, len(data + extra) - 8, "flatbuffer", -1) in rows
+            assert [r for r in rows if r[1] and r not in before] == [rows[1]]
+            return
+        assert rows[-1] == (o.segment_base_offset + o.eh.segment_data_size, len(extra),
+                            "trailing", -1)
         assert rows[-1][0] == len(data)
-        with wb.open(SAMPLES / name) as original:
-            assert rows[:-1] == reader_rows(original)
+        assert rows[:-1] == before
         found = art.validate()
         hit = found[(found["offset"] == len(data))
                     & found["message"].str.contains(str(len(extra)), regex=False)]
@@ -173,13 +178,20 @@ def test_trailing_variant_is_reported(pte_variant, oracle):
 
 
 # -- .bpte ------------------------------------------------------------------------------------------
-def test_bpte_boundaries(sample, oracle):
+@pytest.mark.parametrize("which", ["mlp.bpte", "variant:bundled_constant_not_first"])
+def test_bpte_boundaries(which, sample, oracle, request):
+    """The embedded program's rows are the oracle's, shifted to where the program lies in
+    the bundle; its constant tensors are placed from the constant segment's own offset there;
+    the test-data rows hold the oracle's test tensors."""
     pytest.importorskip("executorch.devtools.bundled_program.serialize")
     from executorch.devtools.bundled_program.serialize import (
         deserialize_from_flatbuffer_to_bundled_program,
     )
 
-    path = sample("mlp.bpte")
+    if which.startswith("variant:"):
+        path = request.getfixturevalue("pte_variant")(which.split(":")[1])
+    else:
+        path = sample(which)
     data = path.read_bytes()
     bundled = deserialize_from_flatbuffer_to_bundled_program(data)
     program = bytes(bundled.program)
@@ -188,6 +200,7 @@ def test_bpte_boundaries(sample, oracle):
     end = start + len(program)
     o = oracle.read_bytes(program)
     with wb.open(path) as art:
+        assert art.format == "bpte"
         rows = reader_rows(art)
         inside = [r for r in rows if start <= r[0] < end or (r[0] == end and r[1] == 0)]
         assert_rows_match(inside, pte_expected(o, start), "embedded program")
@@ -199,6 +212,15 @@ def test_bpte_boundaries(sample, oracle):
         got = sorted(data[off : off + size] for off, size, kind, _ in outside if kind == "test_data")
         assert got == sorted(test_data)
         assert {kind for _, _, kind, _ in outside[1:]} <= {"flatbuffer", "test_data"}
+        t = art.tensors
+        n = 0
+        for method, v, tensor in o.tensors():
+            at = o.constant_location(tensor)
+            if at is not None:
+                row = t[(t["method"] == method) & (t["value"] == v)].iloc[0]
+                assert row["offset"] == start + at, (method, v)
+                n += 1
+        assert n
 
 
 # -- .ptd -------------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 from conftest import sha256
 from helpers import tensor_bytes, tensor_key
-from variants import VARIANTS, check, source_sample
+from variants import BPTE_VARIANTS, VARIANTS, check, source_sample
 
 import workbench as wb
 
@@ -467,7 +467,7 @@ def test_stored_offsets_on_scalar_path(pte_path, oracle, monkeypatch):
 
 
 # -- the layout variants (variants.py) ------------------------------------------------------------
-@pytest.mark.parametrize("name", VARIANTS)
+@pytest.mark.parametrize("name", VARIANTS + BPTE_VARIANTS)
 def test_variant_has_its_property(name, pte_variant):
     """Each variant really is what it is named for (checked again from the written bytes)."""
     check(name, pte_variant(name))
@@ -522,3 +522,18 @@ def test_two_mutable_segments_are_flagged(pte_variant, oracle, sample):
         assert len(hit) == 1 and hit["severity"].iloc[0] == "warning"
     with wb.open(sample("kv_cache.pte")) as art:  # one mutable segment: nothing to say
         assert not (art.validate()["structure"] == "Program.mutable_data_segments").any()
+
+
+def test_legacy_constant_buffer_is_flagged(pte_variant, oracle, sample):
+    """Constants inline in Program.constant_buffer read fine, and validate() warns that
+    ExecuTorch's runtime refuses such a program."""
+    p = pte_variant("inline_constant_buffer")
+    o = oracle.read(p)
+    stored = sum(len(b.storage) for b in o.program.constant_buffer)
+    with wb.open(p) as art:
+        found = art.validate()
+        hit = found[found["structure"] == "Program.constant_buffer"]
+        assert len(hit) == 1 and hit["severity"].iloc[0] == "warning"
+        assert str(stored) in hit["message"].iloc[0]
+    with wb.open(sample("mlp_portable.pte")) as art:  # constant segment: nothing to say
+        assert not (art.validate()["structure"] == "Program.constant_buffer").any()

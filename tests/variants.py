@@ -37,6 +37,9 @@ VARIANTS = (
     "ptd_trailing",
 )
 
+#: Bundled-program variants (``.bpte``): a sample's test cases around a variant's program.
+BPTE_VARIANTS = ("bundled_constant_not_first",)
+
 #: What ExecuTorch 1.5.1's runtime does with each variant (load_program + load_method of every
 #: method, the .ptd passed as data_path where there is one), observed on this machine.
 RUNTIME = {
@@ -50,6 +53,7 @@ RUNTIME = {
     "align4096": "loads",
     "no_extended_header": "loads (with its .ptd as data_path)",
     "ptd_trailing": "loads (with its .ptd as data_path)",
+    "bundled_constant_not_first": "its bundled test cases pass (bundled-program API)",
 }
 
 #: Bytes appended by the trailing variants (odd length, not zero: visible in any dump).
@@ -217,6 +221,22 @@ def _ptd_trailing(samples: pathlib.Path, out: pathlib.Path) -> None:
     out.with_suffix(".ptd").write_bytes((samples / "mlp_external.ptd").read_bytes() + TRAILING)
 
 
+def _bundled_constant_not_first(samples: pathlib.Path, out: pathlib.Path) -> None:
+    """mlp.bpte (whose program is mlp_portable.pte) with the constant_not_first program in
+    its place: the same test cases, the embedded program's constant segment is segment 1."""
+    from executorch.devtools.bundled_program.serialize import (
+        _bundled_program_schema_to_flatbuffer,
+        deserialize_from_flatbuffer_to_bundled_program,
+    )
+
+    bundled = deserialize_from_flatbuffer_to_bundled_program((samples / "mlp.bpte").read_bytes())
+    assert bytes(bundled.program) == (samples / "mlp_portable.pte").read_bytes()
+    inner = out.with_name("program.pte")
+    _constant_not_first(samples, inner)
+    bundled.program = inner.read_bytes()
+    out.write_bytes(_bundled_program_schema_to_flatbuffer(bundled))
+
+
 _BUILDERS = {
     "constant_not_first": _constant_not_first,
     "inline_constant_buffer": _inline_constant_buffer,
@@ -226,16 +246,17 @@ _BUILDERS = {
     "align4096": _align4096,
     "no_extended_header": _no_extended_header,
     "ptd_trailing": _ptd_trailing,
+    "bundled_constant_not_first": _bundled_constant_not_first,
 }
-assert tuple(_BUILDERS) == VARIANTS
+assert tuple(_BUILDERS) == VARIANTS + BPTE_VARIANTS
 
 
 def build(name: str, samples: pathlib.Path, out_dir: pathlib.Path) -> pathlib.Path:
-    """Write variant ``name`` into ``out_dir/name/name.pte`` (plus any .ptd next to it), check
-    it (:func:`check`) and return the .pte's path."""
+    """Write variant ``name`` into ``out_dir/name/name.pte`` (``.bpte`` for a bundled one; plus
+    any .ptd next to it), check it (:func:`check`) and return its path."""
     folder = out_dir / name
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{name}.pte"
+    path = folder / f"{name}.{'bpte' if name in BPTE_VARIANTS else 'pte'}"
     _BUILDERS[name](samples, path)
     check(name, path)
     return path
@@ -286,6 +307,17 @@ def check(name: str, path: pathlib.Path) -> None:
     """Assert that variant ``name`` at ``path`` has its property, from ExecuTorch's reading
     (raises AssertionError naming what is wrong)."""
     _, P, *_ = _et()
+    if name in BPTE_VARIANTS:
+        from executorch.devtools.bundled_program.serialize import (
+            deserialize_from_flatbuffer_to_bundled_program,
+        )
+
+        bundled = deserialize_from_flatbuffer_to_bundled_program(path.read_bytes())
+        assert bundled.method_test_suites, "no test cases"
+        inner = path.with_name("program.pte")
+        assert bytes(bundled.program) == inner.read_bytes()
+        check(name.removeprefix("bundled_"), inner)
+        return
     r = Reading(path)
     prog = r.program
     cs = prog.constant_segment
@@ -351,5 +383,5 @@ def source_sample(name: str) -> str:
             "inline_delegate": "mlp_xnnpack.pte", "two_mutable": "kv_cache.pte",
             "trailing": "mlp_portable.pte", "align4096": "tied_xnnpack.pte",
             "no_extended_header": "mlp_xnnpack_external.pte",
-            "ptd_trailing": "mlp_external.pte"}[name]
+            "ptd_trailing": "mlp_external.pte", "bundled_constant_not_first": "mlp.bpte"}[name]
 

@@ -334,6 +334,15 @@ class _ProgramReader:
             self.constant_buffer.append((start, n))
         cs = prog.table(5, "constant_segment")
         self.constant_segment = self._subsegment(cs, "Program.constant_segment") if cs else None
+        inline_bytes = sum(n for _, n in self.constant_buffer)
+        if inline_bytes and not (self.constant_segment and len(self.constant_segment[1])):
+            self.findings.append({
+                "severity": "warning", "structure": "Program.constant_buffer",
+                "offset": next(at for at, n in self.constant_buffer if n),
+                "message": f"{inline_bytes} bytes of "
+                "constants inline in the flatbuffer (the legacy constant_buffer): ExecuTorch's "
+                "runtime (1.5.1) refuses such a program unless built with "
+                "ET_ENABLE_DEPRECATED_CONSTANT_BUFFER"})
         self.mutable_segments = [
             self._subsegment(t, t.path) for t in prog.tables(6, "mutable_data_segments")
         ]
