@@ -47,8 +47,10 @@ def tensor_key(row) -> object:
     return str(row.name)
 
 
-def exercise(path, max_tensors: int | None = None) -> wb.ArtifactError | None:
-    """Open ``path``, build every frame, the summary and ``validate()``, read stored tensors.
+def exercise(path, max_tensors: int | None = None,
+             invariants: bool = False) -> wb.ArtifactError | None:
+    """Open ``path``, build every frame, the summary and ``validate()``, read stored tensors
+    (and, with ``invariants``, assert :func:`check_invariants` when it opened).
 
     Returns the :class:`ArtifactError` raised (or ``None`` when everything worked). Any
     other exception propagates: that is the bug the hostile tests look for.
@@ -70,6 +72,8 @@ def exercise(path, max_tensors: int | None = None) -> wb.ArtifactError | None:
                 break
             x = art.tensor(tensor_key(row))
             del x
+        if invariants:
+            check_invariants(art, max_tensors)
     except wb.ArtifactError as e:
         return e
     finally:
