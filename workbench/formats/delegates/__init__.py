@@ -94,11 +94,11 @@ def inspect_blob(
 
             raise OutOfBoundsError(f"delegate blob [0x{offset:x}, +0x{size:x}) lies outside the "
                                    f"buffer (size 0x{len(buf):x})", file=file,
-                                   structure=f"{method} delegate {index} ({backend_id})",
+                                   structure=f"{method} delegate {index} ({backend_id})".strip(),
                                    offset=offset)
     blob = Blob(buf, file, start, end, shift, backend_id, method, index, named_data)
     parser = _choose(blob)
-    label = f"{method} delegate {index} ({backend_id})"
+    label = f"{method} delegate {index} ({backend_id})".strip()
     if parser is None:
         return _unknown(blob)
     try:
@@ -124,7 +124,8 @@ def _choose(blob: Blob) -> ModuleType | None:
 
 def _unknown(blob: Blob) -> BlobInfo:
     head = bytes(blob.buf[blob.start:min(blob.end, blob.start + 8)])
-    blob.note("warning", f"{blob.method} delegate {blob.index} ({blob.backend_id})", blob.start,
+    blob.note("warning", f"{blob.method} delegate {blob.index} ({blob.backend_id})".strip(),
+              blob.start,
               f"no parser for backend id {blob.backend_id!r} (first bytes {head.hex(' ')}): the "
               "blob is shown as one opaque range")
     parts = [(blob.start, blob.length, "payload", "delegate")]

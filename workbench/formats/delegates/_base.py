@@ -102,7 +102,7 @@ class BlobInfo:
     @property
     def label(self) -> str:
         """``"<method> delegate <index> (<backend id>)"``: the name the .pte reader uses."""
-        return f"{self.method} delegate {self.index} ({self.backend_id})"
+        return f"{self.method} delegate {self.index} ({self.backend_id})".strip()
 
     def segment_rows(self) -> list[tuple[int, int, str, str, None, str]]:
         """The sub-segments as rows ``(offset, size, name, kind, index, used_by)`` for the

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import ArtifactError, CorruptError
+from .xnnpack.schema import INT4_ZERO_POINT as _INT4_ZERO_POINT
 
 __all__ = ["UnsupportedQuantizationError", "dequantize", "unpack_int4"]
 
@@ -47,7 +48,6 @@ _STORED = {
     "quint8": "|u1", "uint8": "|u1", "qint32": "<i4", "qcint32": "<i4", "int32": "<i4",
     "qcint4": "int4", "qbint4": "int4", "int4": "int4",
 }
-_INT4_ZERO_POINT = 8
 
 
 class UnsupportedQuantizationError(ArtifactError):

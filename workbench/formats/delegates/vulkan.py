@@ -147,6 +147,9 @@ def parse(blob: Blob) -> BlobInfo:
     for k, c in enumerate(root.tables(VkGraph.constants, "constants")):
         off, length = c.u64(VkBytes.offset), c.u64(VkBytes.length)
         key = c.string(VkBytes.named_key, "named_key") or None
+        if length >= 1 << 62:
+            raise CorruptError(f"length {length} is larger than any blob", file=blob.path,
+                               structure=f"VkGraph.constants[{k}].length", offset=c.pos)
         if off == NAMED_OFFSET:
             hit = blob.resolve(key) if key else None
             storage = "named_data" if hit is None or hit[0] == blob.path else "external"

@@ -81,6 +81,13 @@ def _constant_data(blob: Blob, c: dict[str, Any], cd_start: int, cd_size: int) -
         raise CorruptError("offset is 2**64-1 (named data) but named_key is empty",
                            file=blob.path, structure=what, offset=int(c["c_pos"][k]))
     inblob = ~named
+    empty = np.flatnonzero(inblob & np.fromiter((k == "" for k in keys.tolist()), bool, n))
+    if len(empty):
+        k = int(empty[0])
+        blob.note("warning", f"XNNGraph.constant_data[{k}]", int(c["c_pos"][k]),
+                  f"{len(empty)} entries have an empty named_key field next to an offset: "
+                  "ExecuTorch's runtime takes any present named_key as a named-data lookup "
+                  "(of the key \"\") and fails to load them")
     off_i = np.where(inblob, off, 0).astype(np.uint64)
     end = off_i + np.where(inblob, size, 0).astype(np.uint64)
     over = np.flatnonzero(inblob & ((off_i >= np.uint64(_MAX_SIZE)) | (end > np.uint64(cd_size))))

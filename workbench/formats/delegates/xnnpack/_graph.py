@@ -298,7 +298,8 @@ def _quant_fast(vec: VecReader, cols: dict[str, Any], qtype: np.ndarray, qpos: n
     rows = np.flatnonzero(qtype == S.PER_TENSOR)
     if len(rows):
         Q = vec.tables(qpos[rows], "PerTensorQuant")
-        pt_scale[rows] = Q.scalar(S.PerTensorQuant.scale, "<f4").astype(np.float64)
+        with np.errstate(invalid="ignore"):
+            pt_scale[rows] = Q.scalar(S.PerTensorQuant.scale, "<f4").astype(np.float64)
         zp[rows] = Q.scalar(S.PerTensorQuant.zero_point, "<i4")
     rows = np.flatnonzero(qtype == S.PER_TOKEN_DYNAMIC)
     if len(rows):
@@ -321,8 +322,9 @@ def _nodes_fast(vec: VecReader, root: Table, cols: dict[str, Any]) -> None:
     has = np.flatnonzero(mm > 0)
     if len(has):
         M = vec.tables(mm[has], "OutputMinMax")
-        out_min[has] = M.scalar(S.OutputMinMax.output_min, "<f4")
-        out_max[has] = M.scalar(S.OutputMinMax.output_max, "<f4")
+        with np.errstate(invalid="ignore"):  # any bit pattern is a float (signalling NaNs too)
+            out_min[has] = M.scalar(S.OutputMinMax.output_min, "<f4")
+            out_max[has] = M.scalar(S.OutputMinMax.output_max, "<f4")
     cols["out_min"] = out_min
     cols["out_max"] = out_max
     nflags = np.zeros(n, np.int64)
