@@ -375,11 +375,11 @@ def full_trace() -> tuple[bytes, bytes]:
     tl = t.tensor_list([t.tensor(6, [2, 3], [3, 1], 0), t.tensor(4, [8], [1], 256)])
     ev = [
         t.event(profile=t.profile("OPERATOR_CALL", 0, 3, 1000, 1500)),
-        t.event(profile=t.profile("native_call_add.out", 0, 3, 1100, 1400)),
+        t.event(profile=t.profile("native_call_add.out", 0, 3, 1100, 1400, dd_str="")),
         t.event(profile=t.profile(None, 0, 4, 2000, 2100, dd_int=7, meta=b"\x01\x02\x03")),
         t.event(profile=t.profile(None, 0, 4, 4294967290, 5, dd_str="xnn op")),  # wrapped
         t.event(profile=t.profile("DELEGATE_CALL", 0, 4, 1900, 2200)),
-        t.event(profile=t.profile("custom", 2, 9, 1 << 40, 10)),  # end < start, 64-bit: missing
+        t.event(profile=t.profile("cüstom ✓", 2, 9, 1 << 40, 10)),  # end < start, 64 bits
         t.event(debug=t.debug(0, 3, t.value(S.Value.TENSOR, tensor=t.tensor(6, [4, 4], [4, 1], 64)),
                               name="dbg", dd_int=5)),
         t.event(debug=t.debug(0, 5, t.value(S.Value.INT, int_value=t.wrapper("i64", -42)))),
@@ -433,7 +433,9 @@ def test_full_schema_against_flatc(tmp_path, monkeypatch):
     assert list(ev["duration"].fillna(-1)) == [150, 500, 300, 100, 10, 300, -1]
     assert list(ev["kind"]) == ["framework", "operator_call", "kernel", "delegate_op",
                                 "delegate_op", "delegate_call", "other"]
-    assert list(ev["name"].astype(object))[3:5] == ["7", "xnn op"]
+    assert list(ev["name"].astype(object))[2:] == ["native_call_add.out", "7", "xnn op",
+                                                 "DELEGATE_CALL", "cüstom ✓"]
+    assert ev["delegate_debug_id_str"].iloc[2] == "" and pd.isna(ev["delegate_debug_id"].iloc[2])
     allocs = [(r, i, e.allocation_event) for r, rd in enumerate(want.run_data)
               for i, e in enumerate(rd.events) if e.allocation_event]
     assert [(a.allocator_id, a.allocation_size) for _, _, a in allocs] == \

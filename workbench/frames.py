@@ -538,8 +538,10 @@ SCHEMAS["debug_handles"] = [
     _c("instruction", "int64", "instruction id in the method's chain", True),
     _c("position", "int64", "position in the instruction's list of handles"),
     _c("debug_handle", "int64", "debug handle of a node the instruction runs", True),
-    _c("node", "string", "name of the edge-program node with that handle (missing: not found)"),
+    _c("node", "string", "an edge-program node with that handle: one row per node (a handle "
+       "can name several, e.g. permute_copy + addmm of one linear); missing: none has it"),
     _c("target", "category", "its target"),
+    _c("op", "category", "its target without the dialect prefix (the Inspector's op_types)"),
 ]
 SCHEMAS["delegate_map"] = [
     _c("method", "category", "method (missing: a map written without the method level)", True),
@@ -549,8 +551,9 @@ SCHEMAS["delegate_map"] = [
        "missing: the delegate recorded no map)", True),
     _c("position", "Int64", "position in the identifier's list of handles"),
     _c("debug_handle", "Int64", "debug handle of a node the delegate runs for that identifier"),
-    _c("node", "string", "edge-program node with that handle"),
+    _c("node", "string", "an edge-program node with that handle (one row per node)"),
     _c("target", "category", "its target"),
+    _c("op", "category", "its target without the dialect prefix"),
 ]
 
 # -- inside delegate blobs (workbench/formats/delegates/): one row per tensor value / node of a

@@ -11,7 +11,7 @@ import numpy as np
 from ..._cols import align, booleans, categorical, factorized, filled, ints, objects, strings
 from ...dtypes import SCALAR_TYPES
 from .._layout import cover_arrays, segments_frame
-from .reader import Header, Records
+from .reader import Header, Records, Strings
 from .schema import (
     DELEGATE_CALL,
     EVENT_KINDS,
@@ -51,21 +51,22 @@ def durations(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return np.where(missing, 0, out).astype(np.int64), missing
 
 
-def delegate_ids(dd_int: np.ndarray, dd_str: np.ndarray) -> np.ndarray:
+def delegate_ids(dd_int: np.ndarray, dd_str: Strings) -> np.ndarray:
     """The delegate debug identifier as the Inspector names it: the integer id when set,
     else the string id when not empty, else ``None`` (object array of str)."""
-    out = filled(len(dd_int), None)
-    has_str = np.flatnonzero(np.not_equal(dd_str, None) & np.not_equal(dd_str, ""))
-    out[has_str] = dd_str[has_str]
+    ids = dd_str.objects()
+    empty = [k for k, v in enumerate(dd_str.values) if v == ""]
+    if empty:
+        ids[np.isin(dd_str.codes, empty)] = None
     has_int = np.flatnonzero(dd_int != NOT_SET)
     if len(has_int):
-        out[has_int] = objects([str(v) for v in dd_int[has_int].tolist()])
-    return out
+        ids[has_int] = objects([str(v) for v in dd_int[has_int].tolist()])
+    return ids
 
 
-def _names(name: np.ndarray, ids: np.ndarray) -> np.ndarray:
+def _names(name: Strings, ids: np.ndarray) -> np.ndarray:
     """Event names as the Inspector gives them: the delegate id for delegated events."""
-    out = name.copy()
+    out = name.objects()
     delegated = np.flatnonzero(np.not_equal(ids, None))
     out[delegated] = ids[delegated]
     return out
@@ -204,28 +205,26 @@ class TraceColumns:
 
     def events_columns(self) -> dict[str, Any]:
         p = self.rec.profile
-        n = len(p["run"])
         ids = delegate_ids(p["dd_int"], p["dd_str"])
         dur, bad = durations(p["start"], p["end"])
-        name = p["name"]
-        kind = np.full(n, _KIND["other"], np.int64)
-        names = name.tolist()
-        is_kernel = np.fromiter((isinstance(s, str) and s.startswith(KERNEL_PREFIX)
-                                 for s in names), bool, count=n)
-        kind[is_kernel] = _KIND["kernel"]
-        kind[np.equal(name, OPERATOR_CALL)] = _KIND["operator_call"]
-        kind[np.equal(name, DELEGATE_CALL)] = _KIND["delegate_call"]
+        codes, uniques = p["name"]
+        # the kind of each distinct name, then per row (few names, many rows)
+        by_name = np.array([_KIND[_name_kind(u)] for u in uniques] + [_KIND["other"]], np.int64)
+        kind = by_name[codes]  # code -1 (no name) picks the trailing "other"
         kind[p["chain"] == FRAMEWORK_CHAIN] = _KIND["framework"]
-        kind[np.not_equal(ids, None)] = _KIND["delegate_op"]
+        delegated = np.not_equal(ids, None)
+        kind[delegated] = _KIND["delegate_op"]
+        event_name = categorical(codes, uniques)
         meta_missing = p["meta_size"] < 0
         return {
             **self._run_cols(p["run"]), "index": p["index"],
-            "name": factorized(_names(name, ids)), "event_name": factorized(name),
+            "name": factorized(_names(p["name"], ids)) if delegated.any() else event_name,
+            "event_name": event_name,
             "kind": categorical(kind, EVENT_KINDS),
             "chain": p["chain"], "instruction": p["instruction"],
             "delegate_debug_id": factorized(ids),
             "delegate_debug_id_int": ints(p["dd_int"], p["dd_int"] == NOT_SET),
-            "delegate_debug_id_str": strings(p["dd_str"]),
+            "delegate_debug_id_str": strings(p["dd_str"].objects()),
             "start": p["start"], "end": p["end"], "duration": ints(dur, bad),
             "metadata_offset": ints(p["meta_off"], meta_missing),
             "metadata_size": ints(p["meta_size"], meta_missing),
@@ -258,7 +257,7 @@ class TraceColumns:
             "chain": d["chain"], "instruction": d["instruction"],
             "delegate_debug_id": factorized(ids),
             "delegate_debug_id_int": ints(d["dd_int"], d["dd_int"] == NOT_SET),
-            "delegate_debug_id_str": strings(d["dd_str"]),
+            "delegate_debug_id_str": strings(d["dd_str"].objects()),
             "type": categorical(d["vtype"], VALUE_TYPES),
             "output": booleans(d["output"] == 1, d["output"] < 0),
             "value": d["value"],
@@ -296,6 +295,17 @@ class TraceColumns:
             "file": strings(filled(n, self.debug_path)), "offset": ints(off),
             "align": align(off), "strides": strides, "contiguous": booleans(contiguous),
         }
+
+
+def _name_kind(name: str) -> str:
+    """``events.kind`` by the event name alone (delegate ids and chain -1 come first)."""
+    if name == OPERATOR_CALL:
+        return "operator_call"
+    if name == DELEGATE_CALL:
+        return "delegate_call"
+    if name.startswith(KERNEL_PREFIX):
+        return "kernel"
+    return "other"
 
 
 def _strides(shape: tuple, stored: tuple) -> tuple[tuple | None, bool]:

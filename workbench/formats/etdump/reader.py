@@ -10,7 +10,7 @@ scalars the frames need.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -46,6 +46,80 @@ for _code, _dt in SCALAR_TYPES.items():
     _ITEMSIZE[_code] = _dt.itemsize
 _KNOWN_CODES = np.zeros(max(SCALAR_TYPES) + 1, bool)
 _KNOWN_CODES[list(SCALAR_TYPES)] = True
+
+
+class Strings(NamedTuple):
+    """A string column stored once per distinct value: ``codes`` (int64, -1: absent) into
+    ``values``. Event names repeat a lot; a Python string per row would cost ~70 bytes each.
+
+    Example:
+        >>> Strings(np.array([1, 0, -1]), ["a", "b"]).objects().tolist()
+        ['b', 'a', None]
+    """
+
+    codes: np.ndarray
+    values: list[str]
+
+    def objects(self) -> np.ndarray:
+        """One object per row (the distinct values shared), ``None`` where absent."""
+        return objects([*self.values, None])[self.codes]
+
+    def take(self, rows: np.ndarray) -> Strings:
+        """The rows ``rows`` of the column."""
+        return Strings(self.codes[rows], self.values)
+
+    @classmethod
+    def of(cls, items: list[str | None]) -> Strings:
+        """Intern a list of strings (``None``: absent), values in order of appearance."""
+        index: dict[str, int] = {}
+        codes = np.array([-1 if v is None else index.setdefault(v, len(index)) for v in items],
+                         np.int64)
+        return cls(codes, list(index))
+
+
+#: Bytes gathered at once when interning strings (bounds the index matrix: 8 bytes per byte).
+_INTERN_CHUNK = 1 << 18
+
+
+def intern(vec: VecReader, ref: np.ndarray) -> Strings:
+    """The strings at ``ref`` (0: absent), interned without a Python object per row: rows
+    are grouped by length, their bytes gathered as fixed-width keys (a bounded chunk at a
+    time) and only the distinct keys are decoded. Raises SlowPath where
+    :meth:`VecReader.strings` would (no NUL terminator, a NUL inside, bad UTF-8)."""
+    ref = np.asarray(ref, np.int64)
+    codes = np.full(len(ref), -1, np.int64)
+    present = np.flatnonzero(ref)
+    if not len(present):
+        return Strings(codes, [])
+    starts, counts = vec.vectors(ref[present], 1)
+    ends = starts + counts
+    if (ends >= vec.end).any() or vec.u8[ends].any():
+        raise SlowPath("string is not NUL-terminated")
+    table: dict[bytes, int] = {}
+    order = np.argsort(counts, kind="stable")
+    sorted_counts = counts[order]
+    bounds = np.flatnonzero(np.r_[True, sorted_counts[1:] != sorted_counts[:-1], True])
+    for b0, b1 in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+        length = int(sorted_counts[b0])
+        rows = order[b0:b1]
+        if length == 0:
+            codes[present[rows]] = table.setdefault(b"", len(table))
+            continue
+        step = max(1, _INTERN_CHUNK // length)
+        width = np.arange(length, dtype=np.int64)
+        for c0 in range(0, len(rows), step):
+            r = rows[c0:c0 + step]
+            mat = vec.u8[starts[r][:, None] + width]
+            if not mat.all():
+                raise SlowPath("string holds a NUL")
+            keys, inv = np.unique(mat.view(f"S{length}").ravel(), return_inverse=True)
+            local = np.array([table.setdefault(k, len(table)) for k in keys.tolist()], np.int64)
+            codes[present[r]] = local[inv.ravel()]
+    try:
+        values = [k.decode("utf-8") for k in table]
+    except UnicodeDecodeError:
+        raise SlowPath("string is not valid UTF-8") from None
+    return Strings(codes, values)
 
 
 class Header:
@@ -94,13 +168,13 @@ class Records:
     ``runs``: name (object), bundled_input_index, events, profile, allocation, debug,
     unknown (int64 counts), pos (int64, table offset), allocators (object: tuple of names).
     ``profile``: run, index, pos, chain, instruction, dd_int, meta_off, meta_size (int64,
-    -1: absent), name, dd_str (object), start, end (uint64).
+    -1: absent), name, dd_str (:class:`Strings`), start, end (uint64).
     ``alloc``: run, index, pos, allocator_id (int64), size (uint64).
     ``debug`` (one row per logged value; a tensor list gives one row per tensor): run,
     index, pos, chain, instruction, dd_int, vtype (-1: no debug_entry), output (-1: absent,
     0, 1), list_index (-1: not in a list), code (scalar type, -1: no tensor), offset, nbytes
-    (-1: no tensor), tpos (tensor table offset, -1) as int64; name, dd_str, value, shape,
-    strides (object).
+    (-1: no tensor), tpos (tensor table offset, -1) as int64; name, dd_str
+    (:class:`Strings`); value, shape, strides (object).
     """
 
     __slots__ = ("alloc", "debug", "profile", "runs")
@@ -209,11 +283,11 @@ class _Fast:
         present = m_ref > 0
         return {
             "run": run, "index": index, "pos": P.pos,
-            "name": vec.strings(P.ref(ProfileEvent.name)),
+            "name": intern(vec, P.ref(ProfileEvent.name)),
             "chain": P.scalar(ProfileEvent.chain_index, "<i4").astype(np.int64),
             "instruction": P.scalar(ProfileEvent.instruction_id, "<i4", NOT_SET).astype(np.int64),
             "dd_int": P.scalar(ProfileEvent.delegate_debug_id_int, "<i4", NOT_SET).astype(np.int64),
-            "dd_str": vec.strings(P.ref(ProfileEvent.delegate_debug_id_str)),
+            "dd_str": intern(vec, P.ref(ProfileEvent.delegate_debug_id_str)),
             "meta_off": np.where(present, m_start, -1), "meta_size": np.where(present, m_cnt, -1),
             "start": P.scalar(ProfileEvent.start_time, "<u8"),
             "end": P.scalar(ProfileEvent.end_time, "<u8"),
@@ -294,11 +368,11 @@ class _Fast:
 
         return {
             "run": run[ev], "index": index[ev], "pos": D.pos[ev],
-            "name": vec.strings(D.ref(DebugEvent.name))[ev],
+            "name": intern(vec, D.ref(DebugEvent.name)).take(ev),
             "chain": D.scalar(DebugEvent.chain_index, "<u8").view(np.int64)[ev],
             "instruction": D.scalar(DebugEvent.instruction_id, "<i4", NOT_SET).astype(np.int64)[ev],
             "dd_int": D.scalar(DebugEvent.delegate_debug_id_int, "<i4", NOT_SET).astype(np.int64)[ev],
-            "dd_str": vec.strings(D.ref(DebugEvent.delegate_debug_id_str))[ev],
+            "dd_str": intern(vec, D.ref(DebugEvent.delegate_debug_id_str)).take(ev),
             "vtype": vtype[ev], "output": output[ev], "value": value[ev],
             "list_index": k[order],
             "code": tensor_col(code, -1), "shape": tensor_col(shape, None),
@@ -390,12 +464,12 @@ class _Slow:
         return Records(
             {k: (objects(v) if k in ("name", "allocators") else np.array(v, np.int64))
              for k, v in runs.items()},
-            {k: (objects(v) if k in ("name", "dd_str") else
+            {k: (Strings.of(v) if k in ("name", "dd_str") else
                  np.array(v, np.uint64) if k in ("start", "end") else np.array(v, np.int64))
              for k, v in prof.items()},
             {k: np.array(v, np.uint64 if k == "size" else np.int64) for k, v in alloc.items()},
-            {k: (objects(v) if k in _OBJECT_DEBUG else np.array(v, np.int64))
-             for k, v in debug.items()})
+            {k: (Strings.of(v) if k in ("name", "dd_str") else objects(v) if k in _OBJECT_DEBUG
+                 else np.array(v, np.int64)) for k, v in debug.items()})
 
     def _profile(self, t: Table, r: int, i: int, out: dict[str, list]) -> None:
         start, n = t.vector(ProfileEvent.delegate_debug_metadata, 1, "delegate_debug_metadata")
@@ -491,7 +565,7 @@ class _Slow:
 _DEBUG_COLUMNS = ("run", "index", "pos", "name", "chain", "instruction", "dd_int", "dd_str",
                   "vtype", "output", "value", "list_index", "code", "shape", "strides", "offset",
                   "nbytes", "tpos")
-_OBJECT_DEBUG = frozenset({"name", "dd_str", "value", "shape", "strides"})
+_OBJECT_DEBUG = frozenset({"value", "shape", "strides"})
 
 
 def _signed64(v: int) -> int:

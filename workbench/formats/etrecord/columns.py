@@ -116,44 +116,49 @@ class RecordColumns:
             "torch_fn": strings(objects([nd.torch_fn for nd in nodes])),
         }
 
-    def _by_handle(self) -> dict[tuple[str | None, int], Node]:
-        """(method, debug handle) -> the first node of that method's edge program with it;
+    def _by_handle(self) -> dict[tuple[str | None, int], list[Node]]:
+        """(method, debug handle) -> the nodes of that method's edge program with it (a
+        handle can name several nodes, e.g. ``permute_copy`` + ``addmm`` of one linear);
         ``(None, h)`` looks in the only edge program when there is exactly one."""
-        out: dict[tuple[str | None, int], Node] = {}
+        out: dict[tuple[str | None, int], list[Node]] = {}
         edges = [self.arc.program(p) for p in self.arc.program_names
                  if S.program_stage(p)[0] == "edge"]
         for p in edges:
             for nd in p.nodes:
                 if nd.debug_handle is not None:
-                    out.setdefault((p.method, nd.debug_handle), nd)
+                    out.setdefault((p.method, nd.debug_handle), []).append(nd)
                     if len(edges) == 1:
-                        out.setdefault((None, nd.debug_handle), nd)
+                        out.setdefault((None, nd.debug_handle), []).append(nd)
         return out
 
-    def _join(self, rows: list[tuple], method_at: int, handle_at: int) -> tuple[list, list]:
+    def _explode(self, rows: list[tuple], method_at: int, handle_at: int
+                 ) -> tuple[list[tuple], list, list]:
+        """One row per node that has the row's handle (the row once, node missing, when
+        none has it)."""
         by = self._by_handle()
-        names, targets = [], []
+        out, names, targets = [], [], []
         for r in rows:
             h = r[handle_at]
-            nd = by.get((r[method_at], h)) if h is not None else None
-            names.append(nd.name if nd else None)
-            targets.append(nd.target if nd else None)
-        return names, targets
+            found = by.get((r[method_at], h), ()) if h is not None else ()
+            for nd in found or (None,):
+                out.append(r)
+                names.append(nd.name if nd else None)
+                targets.append(nd.target if nd else None)
+        return out, names, targets
 
     def debug_handles_columns(self) -> dict[str, Any]:
-        rows = self.arc.debug_handles
-        names, targets = self._join(rows, 0, 3)
+        rows, names, targets = self._explode(self.arc.debug_handles, 0, 3)
         return {
             "method": factorized(objects([r[0] for r in rows])),
             "instruction": np.array([r[1] for r in rows], np.int64),
             "position": np.array([r[2] for r in rows], np.int64),
             "debug_handle": np.array([r[3] for r in rows], np.int64),
             "node": strings(objects(names)), "target": factorized(objects(targets)),
+            "op": factorized(objects([_short(t) if t else None for t in targets])),
         }
 
     def delegate_map_columns(self) -> dict[str, Any]:
-        rows = self.arc.delegates
-        names, targets = self._join(rows, 0, 5)
+        rows, names, targets = self._explode(self.arc.delegates, 0, 5)
         pos = np.array([-1 if r[4] is None else r[4] for r in rows], np.int64)
         handle = np.array([-1 if r[5] is None else r[5] for r in rows], np.int64)
         none = np.array([r[5] is None for r in rows], bool)
@@ -164,6 +169,7 @@ class RecordColumns:
             "delegate_debug_id": strings(objects([r[3] for r in rows])),
             "position": ints(pos, none), "debug_handle": ints(handle, none),
             "node": strings(objects(names)), "target": factorized(objects(targets)),
+            "op": factorized(objects([_short(t) if t else None for t in targets])),
         }
 
 

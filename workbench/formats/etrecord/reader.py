@@ -259,8 +259,10 @@ class Archive:
         target = node.get(S.NODE_TARGET)
         if not isinstance(target, str):
             raise self._corrupt(e, where, "the node target is not a string")
-        meta = node.get(S.NODE_METADATA) or {}
-        if not isinstance(meta, dict):
+        meta = node.get(S.NODE_METADATA)
+        if meta is None:
+            meta = {}
+        elif not isinstance(meta, dict):
             raise self._corrupt(e, f"{where}.metadata", "metadata is not a JSON object")
         name = node.get(S.NODE_NAME)
         if not isinstance(name, str):
