@@ -744,6 +744,25 @@ def test_big_trace_fast_path_is_used(tmp_path, monkeypatch):
     assert list(art.frames["runs"]["iteration"][:3]) == [0, 1, 2]
 
 
+def test_many_distinct_names_fast_equals_slow(tmp_path, monkeypatch):
+    """Names are interned by length groups, peeling and sorting: every path gives the names
+    the scalar reader gives, in the same rows."""
+    t = Trace()
+    names = [f"op{k:03d}" for k in range(60)] + ["é" * 3, "", "x" * 300, "OPERATOR_CALL"]
+    events = [t.event(profile=t.profile(names[(k * 7) % len(names)], 0, k, k, k + 1,
+                                        dd_str=names[k % 5] if k % 3 else None))
+              for k in range(400)]
+    p = write(tmp_path, t.finish([t.run("Execute", events), t.run("é", events[:3])]))
+    with monkeypatch.context() as m:
+        m.setattr(etdump_reader._Slow, "read", None)  # the fast path must not fall back
+        fast = wb.open(p).frames["events"]
+    monkeypatch.setattr(etdump_reader, "FAST", False)
+    slow = wb.open(p).frames["events"]
+    pd.testing.assert_frame_equal(fast, slow, check_exact=True)
+    assert list(fast["event_name"].astype(object)[:8]) == [names[(k * 7) % len(names)]
+                                                            for k in range(8)]
+
+
 def test_schema_module_matches_the_installed_fbs():
     """Every table and field of the installed schema has a slot here, in schema order."""
     import importlib.util

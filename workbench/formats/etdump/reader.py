@@ -77,15 +77,22 @@ class Strings(NamedTuple):
         return cls(codes, list(index))
 
 
-#: Bytes gathered at once when interning strings (bounds the index matrix: 8 bytes per byte).
-_INTERN_CHUNK = 1 << 18
+#: Bytes gathered at once when interning strings (bounds the temporary matrices).
+_INTERN_CHUNK = 1 << 20
+#: Distinct values peeled off one at a time before sorting the rest.
+_PEELS = 16
 
 
 def intern(vec: VecReader, ref: np.ndarray) -> Strings:
-    """The strings at ``ref`` (0: absent), interned without a Python object per row: rows
-    are grouped by length, their bytes gathered as fixed-width keys (a bounded chunk at a
-    time) and only the distinct keys are decoded. Raises SlowPath where
-    :meth:`VecReader.strings` would (no NUL terminator, a NUL inside, bad UTF-8)."""
+    """The strings at ``ref`` (0: absent), interned without a Python object per row.
+
+    Rows are grouped by length; each group's bytes are copied out of the map as one
+    ``(rows, length)`` matrix (a sliding-window view, no index matrix) and its distinct
+    values found by peeling off the rows equal to the first remaining one (event names
+    repeat: a handful of peels per group), the rest by sorting. Only distinct values are
+    decoded. Raises SlowPath where :meth:`VecReader.strings` would (no NUL terminator, a NUL
+    inside, bad UTF-8).
+    """
     ref = np.asarray(ref, np.int64)
     codes = np.full(len(ref), -1, np.int64)
     present = np.flatnonzero(ref)
@@ -96,30 +103,66 @@ def intern(vec: VecReader, ref: np.ndarray) -> Strings:
     if (ends >= vec.end).any() or vec.u8[ends].any():
         raise SlowPath("string is not NUL-terminated")
     table: dict[bytes, int] = {}
-    order = np.argsort(counts, kind="stable")
-    sorted_counts = counts[order]
-    bounds = np.flatnonzero(np.r_[True, sorted_counts[1:] != sorted_counts[:-1], True])
-    for b0, b1 in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
-        length = int(sorted_counts[b0])
-        rows = order[b0:b1]
+    for length, rows in _by_length(counts):
         if length == 0:
             codes[present[rows]] = table.setdefault(b"", len(table))
             continue
+        window = np.lib.stride_tricks.sliding_window_view(vec.u8, length)
         step = max(1, _INTERN_CHUNK // length)
-        width = np.arange(length, dtype=np.int64)
         for c0 in range(0, len(rows), step):
             r = rows[c0:c0 + step]
-            mat = vec.u8[starts[r][:, None] + width]
+            mat = window[starts[r]]
             if not mat.all():
                 raise SlowPath("string holds a NUL")
-            keys, inv = np.unique(mat.view(f"S{length}").ravel(), return_inverse=True)
-            local = np.array([table.setdefault(k, len(table)) for k in keys.tolist()], np.int64)
-            codes[present[r]] = local[inv.ravel()]
+            codes[present[r]] = _distinct(mat, table)
     try:
         values = [k.decode("utf-8") for k in table]
     except UnicodeDecodeError:
         raise SlowPath("string is not valid UTF-8") from None
     return Strings(codes, values)
+
+
+def _by_length(counts: np.ndarray):
+    """``(length, rows)`` groups of equal ``counts`` (few distinct lengths: one mask each)."""
+    hi = int(counts.max())
+    if hi < 1 << 16:
+        lengths = np.flatnonzero(np.bincount(counts))
+        if len(lengths) <= 32:
+            for length in lengths.tolist():
+                yield length, np.flatnonzero(counts == length)
+            return
+    order = np.argsort(counts, kind="stable")
+    sc = counts[order]
+    bounds = np.flatnonzero(np.r_[True, sc[1:] != sc[:-1], True])
+    for b0, b1 in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+        yield int(sc[b0]), order[b0:b1]
+
+
+def _distinct(mat: np.ndarray, table: dict[bytes, int]) -> np.ndarray:
+    """Codes (into ``table``, extended) of the rows of a ``(rows, length)`` uint8 matrix."""
+    k, length = mat.shape
+    width = -(-length // 8)
+    if length % 8:
+        padded = np.zeros((k, width * 8), np.uint8)
+        padded[:, :length] = mat
+    else:
+        padded = np.ascontiguousarray(mat)
+    words = padded.view("<u8")
+    out = np.empty(k, np.int64)
+    rest = np.arange(k)
+    for _ in range(_PEELS):
+        if not len(rest):
+            return out
+        first = words[rest[0]]
+        same = (words[rest] == first).all(axis=1)
+        out[rest[same]] = table.setdefault(mat[rest[0]].tobytes(), len(table))
+        rest = rest[~same]
+    if len(rest):
+        keys, inv = np.unique(np.ascontiguousarray(mat[rest]).view(f"S{length}").ravel(),
+                              return_inverse=True)
+        local = np.array([table.setdefault(key, len(table)) for key in keys.tolist()], np.int64)
+        out[rest] = local[inv.ravel()]
+    return out
 
 
 class Header:
