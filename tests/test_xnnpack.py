@@ -399,3 +399,31 @@ def test_dequantize_per_tensor_and_refusals(sample):
     assert e.value.file and e.value.offset == w["offset"]
     with pytest.raises(wb.ArtifactError, match="scales for"):
         dequantize(_read(w), w, bytes(_read(w, "scale_"))[:-4])
+
+
+def test_dequantize_packed_int4_with_odd_rows_and_partial_groups():
+    """Rows of odd length are padded with one nibble; the last group of a row may be short."""
+    q = np.array([[-8, 7, 1, -1, 3], [0, 2, -3, 4, -5]], np.int8)
+    packed = bytearray()
+    for row in q:
+        nib = [int(v) + 8 for v in row] + [8]  # pad to an even count
+        packed += bytes(lo | hi << 4 for lo, hi in zip(nib[0::2], nib[1::2]))
+    assert len(packed) == 2 * 3
+    from workbench.formats.delegates.quant import unpack_int4
+
+    np.testing.assert_array_equal(unpack_int4(bytes(packed), (2, 5)), q)
+    # per channel (qcint4), float32 scales
+    row = {"backend_dtype": "qcint4", "shape": (2, 5), "quant": "per_channel", "channel_dim": 0,
+           "scale_dtype": "float32"}
+    s = np.array([0.5, 2.0], np.float32)
+    np.testing.assert_array_equal(dequantize(bytes(packed), row, s.tobytes()),
+                                  q * s[:, None])
+    # groupwise (qbint4), groups of 2: three groups per row, the last one short
+    row = {"backend_dtype": "qbint4", "shape": (2, 5), "quant": "per_channel_group",
+           "channel_dim": 0, "group_size": 2, "scale_dtype": "bfloat16"}
+    bf = np.array([[1.0, 2.0, 4.0], [0.5, 0.25, 8.0]], np.float32)
+    raw = (bf.view(np.uint32) >> 16).astype(np.uint16).tobytes()
+    want = q * np.repeat(bf, 2, axis=1)[:, :5]
+    np.testing.assert_array_equal(dequantize(bytes(packed), row, raw), want)
+    with pytest.raises(wb.ArtifactError, match="scales for 2 rows x 3 groups"):
+        dequantize(bytes(packed), row, raw[:-2])

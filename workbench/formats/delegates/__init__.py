@@ -79,8 +79,11 @@ def inspect_blob(
             the absolute offset.
 
     Example:
-        >>> info = inspect_blob(b"\\x00\\x00\\x00\\x00VH00", file="v.pte", backend_id="VulkanBackend")
-        ... # doctest: +SKIP
+        >>> import struct
+        >>> blob = struct.pack("<Iqq", 0x5678ABCD, 7, 4) + b"QNN!"   # a QNN context blob
+        >>> info = inspect_blob(blob, file="m.pte", offset=1024, backend_id="QnnBackend")
+        >>> [(s.name, s.offset, s.size) for s in info.subsegments]
+        [('header (context protocol)', 1024, 20), ('QNN context binary', 1044, 4)]
     """
     buf = data if isinstance(data, memoryview) else memoryview(data)
     if buf.format != "B" or buf.ndim != 1:

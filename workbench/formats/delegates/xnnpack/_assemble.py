@@ -6,6 +6,7 @@ table of the first offending value.
 
 from __future__ import annotations
 
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -64,7 +65,10 @@ def _constant_data(blob: Blob, c: dict[str, Any], cd_start: int, cd_size: int) -
     size = c["c_size"]
     keys = c["c_key"]
     n = len(off)
-    has_key = np.fromiter((bool(k) for k in keys.tolist()), bool, n)
+    key_list = keys.tolist()
+    # 1: a non-empty key, 0: an empty key field, -1: no key field
+    key_state = np.array([-1 if k is None else 1 if k else 0 for k in key_list], np.int8)
+    has_key = key_state == 1
     named = off == np.uint64(S.NAMED_OFFSET)
     huge = size >= np.uint64(_MAX_SIZE)
     bad = np.flatnonzero(huge | (has_key & ~named) | (~has_key & named & (size > 0)))
@@ -81,7 +85,7 @@ def _constant_data(blob: Blob, c: dict[str, Any], cd_start: int, cd_size: int) -
         raise CorruptError("offset is 2**64-1 (named data) but named_key is empty",
                            file=blob.path, structure=what, offset=int(c["c_pos"][k]))
     inblob = ~named
-    empty = np.flatnonzero(inblob & np.fromiter((k == "" for k in keys.tolist()), bool, n))
+    empty = np.flatnonzero(inblob & (key_state == 0))
     if len(empty):
         k = int(empty[0])
         blob.note("warning", f"XNNGraph.constant_data[{k}]", int(c["c_pos"][k]),
@@ -103,22 +107,29 @@ def _constant_data(blob: Blob, c: dict[str, Any], cd_start: int, cd_size: int) -
     out.file[inblob] = blob.path
     out.offset[inblob] = off_i[inblob].astype(np.int64) + cd_start + blob.shift
     out.missing[inblob] = 0
-    out.key = objects([k if k else None for k in keys.tolist()])
-    for k in np.flatnonzero(named).tolist():
-        key = keys[k]
-        hit = blob.resolve(key)
-        out.storage[k] = NAMED
-        if hit is None:
-            out.missing[k] = -1 if blob.named is None else 1
-            continue
-        f, o, z = hit
-        out.storage[k] = NAMED if f == blob.path else EXTERNAL
-        out.file[k] = f
-        out.offset[k] = o
-        out.missing[k] = 0
-        if z < int(size[k]):
-            blob.note("error", f"XNNGraph.constant_data[{k}]", int(c["c_pos"][k]),
-                      f"named data {key!r} holds {z} bytes, the graph expects {int(size[k])}")
+    out.key = np.where(has_key, keys, None)
+    rows = np.flatnonzero(named)
+    out.storage[rows] = NAMED
+    if blob.named is not None and len(rows):
+        get = blob.named.get
+        hits = [get(key_list[k]) for k in rows.tolist()]
+        found = np.array([h is not None for h in hits], bool)
+        out.missing[rows] = np.where(found, 0, 1)
+        fr = rows[found]
+        if len(fr):
+            hit = [h for h in hits if h is not None]
+            files = objects([str(h[0]) for h in hit])
+            out.file[fr] = files
+            out.offset[fr] = np.array([int(h[1]) for h in hit], np.int64)
+            out.storage[fr] = np.where(files == blob.path, NAMED, EXTERNAL)
+            have = np.array([int(h[2]) for h in hit], np.int64)
+            short = np.flatnonzero(have < out.size[fr])
+            if len(short):
+                k = int(fr[short[0]])
+                blob.note("error", f"XNNGraph.constant_data[{k}]", int(c["c_pos"][k]),
+                          f"{len(short)} named-data entries are shorter than the graph says, "
+                          f"e.g. {key_list[k]!r}: {int(have[short[0]])} bytes, the graph "
+                          f"expects {int(size[k])}")
     unresolved = np.flatnonzero(out.missing == 1)
     if len(unresolved):
         k = int(unresolved[0])
@@ -252,9 +263,9 @@ def nodes(blob: Blob, raw: RawGraph) -> dict[str, Any]:
     ins = c["inputs"]
     outs = c["outputs"]
     if n:
-        flat = np.fromiter((i for t in ins.tolist() for i in t), np.int64)
-        flat_o = np.fromiter((i for t in outs.tolist() for i in t), np.int64)
-        unknown = np.setdiff1d(np.concatenate([flat, flat_o]), known)
+        ids = np.fromiter(chain(chain.from_iterable(ins.tolist()),
+                                chain.from_iterable(outs.tolist())), np.int64)
+        unknown = np.setdiff1d(ids, known)
         if len(unknown):
             blob.note("warning", "XNNGraph.xnodes", int(c["npos"][0]),
                       f"nodes refer to {len(unknown)} value id(s) that no xvalue defines, e.g. "

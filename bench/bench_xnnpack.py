@@ -1,0 +1,343 @@
+"""Benchmark reading XNNPACK delegate blobs against ExecuTorch's own XNNPACK (de)serialization.
+
+What is measured
+----------------
+Real ``.pte`` files exported with the installed toolchain (cached under
+``${WORKBENCH_BENCH_CACHE:-~/.cache/workbench-bench}/executorch-<v>_torch-<v>/``): a stack of
+``Linear`` layers quantized with torchao's ``quantize_(model,
+Int8DynamicActivationIntxWeightConfig(weight_dtype=torch.int4, weight_granularity=PerGroup(32)))``
+("8da4w") and lowered with ``XnnpackPartitioner``. Every layer becomes an XNNPACK ``Convert`` +
+``FullyConnected`` pair over a ``qbint4`` weight with bfloat16 scales (named data):
+
+* ``q2000``      -- 2,000 x ``Linear(64, 64)``: the size target (>= 100x faster).
+* ``q200``       -- 200 x ``Linear(64, 64)``: a tenth of the metadata.
+* ``q200_wide``  -- 200 x ``Linear(512, 512)``: the same metadata as ``q200``, 64x the weights.
+
+The first export of ``q2000`` takes about 40 minutes on a 2-core machine (the lowering passes
+cost ~1 s per layer); files are cached.
+
+For each file two sides are timed, each in fresh subprocesses (medians over ``--repeat``):
+
+* **ours**: ``art = workbench.open(p)``; its ``delegates`` and ``named_data`` frames; then
+  ``inspect_blob`` on every delegate blob (header, graph, constants resolved against named
+  data) and the ``delegate_tensors`` + ``delegate_nodes`` frames built from the records.
+* **reference**: ExecuTorch's Python XNNPACK deserialization of the same blobs, given their
+  byte ranges for free: read the file, ``XNNHeader.from_bytes`` on each blob, then the graph
+  flatbuffer decoded the way ExecuTorch's serialization modules do it
+  (``_flatc_decompile`` with the XNNPACK ``schema.fbs`` -> JSON -> ``_json_to_dataclass(...,
+  XNNGraph)``, as ``vulkan_graph_serialize.flatbuffer_to_vk_graph`` does for Vulkan; the
+  XNNPACK module has only the serializing half).
+
+Imports are not timed; each worker first runs its operation once, untimed, on
+``sample_models/wide_xnnpack_8da4w.pte`` (lazy library set-up), then resets the RSS
+high-water mark and times one call. RSS growth = ``VmHWM`` after minus ``VmRSS`` before.
+The parent warms the page cache first. This machine sets ``PYTHONDONTWRITEBYTECODE=1``;
+the workers unset it so a fresh process does not recompile the package.
+
+Usage (from the repository root)::
+
+    .venv/bin/python bench/bench_xnnpack.py                  # all files, 5 repeats
+    .venv/bin/python bench/bench_xnnpack.py --only q200 q200_wide --repeat 3
+    .venv/bin/python bench/bench_xnnpack.py --generate       # export the files and stop
+    .venv/bin/python bench/bench_xnnpack.py --check          # exit 1 if a target is missed
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from _artifacts import cache_dir
+from _measure import maxrss_kb, reset_hwm, status_kb
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+WARMUP = str(REPO_ROOT / "sample_models" / "wide_xnnpack_8da4w.pte")
+RESULT_MARKER = "@@BENCH_RESULT "
+SIDES = ("ours", "reference")
+#: key -> minimum speed-up over the reference
+TARGETS = {"q2000": 100.0}
+
+
+@dataclass(frozen=True)
+class QSpec:
+    """A stack of ``count`` 8da4w-quantized ``Linear(width, width)`` lowered to XNNPACK."""
+
+    name: str
+    count: int
+    width: int
+
+    def describe(self) -> str:
+        return f"{self.count} x 8da4w Linear({self.width}, {self.width}) -> XNNPACK"
+
+
+SPECS = {
+    "q2000": QSpec("xnnpack_8da4w_2000x64.pte", 2000, 64),
+    "q200": QSpec("xnnpack_8da4w_200x64.pte", 200, 64),
+    "q200_wide": QSpec("xnnpack_8da4w_200x512.pte", 200, 512),
+}
+
+
+def _log(msg: str) -> None:
+    print(f"[bench_xnnpack {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def generate(spec: QSpec, dest: Path) -> None:
+    """Export ``spec`` to ``dest`` (atomically, with a ``.meta.json`` sidecar)."""
+    import torch
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+    from torch import nn
+    from torchao.quantization import Int8DynamicActivationIntxWeightConfig, quantize_
+    from torchao.quantization.granularity import PerGroup
+
+    t0 = time.perf_counter()
+    torch.manual_seed(0)
+    model = nn.Sequential(*[nn.Linear(spec.width, spec.width) for _ in range(spec.count)]).eval()
+    quantize_(model, Int8DynamicActivationIntxWeightConfig(weight_dtype=torch.int4,
+                                                           weight_granularity=PerGroup(32)))
+    with torch.no_grad():
+        ep = torch.export.export(model, (torch.randn(1, spec.width),), strict=False)
+        _log(f"{spec.name}: exported ({time.perf_counter() - t0:.0f}s); lowering to XNNPACK")
+        edge = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()])
+        _log(f"{spec.name}: lowered ({time.perf_counter() - t0:.0f}s); to_executorch")
+        program = edge.to_executorch()
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_bytes(program.buffer)
+        os.replace(tmp, dest)
+    finally:
+        tmp.unlink(missing_ok=True)
+    meta = {"spec": spec.describe(), "size_bytes": dest.stat().st_size,
+            "generation_s": round(time.perf_counter() - t0, 1)}
+    dest.with_name(dest.name + ".meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+    _log(f"{spec.name}: wrote {dest} ({meta['size_bytes'] / 1e6:.1f} MB) in "
+         f"{meta['generation_s']:.0f}s")
+
+
+def ensure(spec: QSpec) -> Path:
+    """The cached file of ``spec``, exported first when missing."""
+    path = cache_dir() / spec.name
+    if not path.is_file():
+        generate(spec, path)
+    return path
+
+
+# --------------------------------------------------------------------------
+# Worker side: a fresh interpreter, one timed operation, one marked JSON line.
+# --------------------------------------------------------------------------
+
+def _blob_ranges(path: str) -> list[tuple[int, int]]:
+    import workbench
+
+    with workbench.open(path) as art:
+        d = art.frames["delegates"]
+        return [(int(o), int(s)) for o, s, i in zip(d["offset"], d["size"], d["id"])
+                if i == "XnnpackBackend"]
+
+
+def _worker(side: str, path: str, ranges: list[tuple[int, int]]) -> dict:
+    if side == "ours":
+        import numpy  # noqa: F401
+        import pandas  # noqa: F401
+
+        import workbench
+        from workbench.formats.delegates import inspect_blob, node_columns, tensor_columns
+        from workbench.frames import build
+
+        def op(p: str, _ranges):
+            art = workbench.open(p)
+            d = art.frames["delegates"]
+            nd = art.frames["named_data"]
+            named = dict(zip(nd["key"].tolist(), zip(nd["file"].tolist(), nd["offset"].tolist(),
+                                                    nd["size"].tolist())))
+            # the program's own map (the .pte reader will hand it over once integrated)
+            buf = art._parsed.sources[art._parsed.path].buf
+            infos = [inspect_blob(buf, file=p, offset=int(o), size=int(s), backend_id=i,
+                                  method=m, index=int(k), named_data=named)
+                     for o, s, i, m, k in zip(d["offset"], d["size"], d["id"], d["method"],
+                                              d["index"])]
+            tensors = build("delegate_tensors", tensor_columns(infos))
+            nodes = build("delegate_nodes", node_columns(infos))
+            return art, infos, tensors, nodes
+
+        def describe(res) -> dict:
+            _, infos, tensors, nodes = res
+            return {"blobs": len(infos), "tensors": len(tensors), "nodes": len(nodes),
+                    "named_constants": int(tensors["named_key"].notna().sum())}
+
+    elif side == "reference":
+        import tempfile
+
+        from executorch.backends.xnnpack.serialization.xnnpack_graph_schema import XNNGraph
+        from executorch.backends.xnnpack.serialization.xnnpack_graph_serialize import (
+            XNNHeader,
+            _get_schema_bytes,
+        )
+        from executorch.exir._serialize._dataclass import _json_to_dataclass
+        from executorch.exir._serialize._flatbuffer import _flatc_decompile
+
+        def decode(fb: bytes) -> XNNGraph:
+            with tempfile.TemporaryDirectory() as d:
+                schema = os.path.join(d, "schema.fbs")
+                with open(schema, "wb") as f:
+                    f.write(_get_schema_bytes())
+                binary = os.path.join(d, "schema.bin")
+                with open(binary, "wb") as f:
+                    f.write(fb)
+                _flatc_decompile(d, schema, binary, ["--raw-binary"])
+                with open(os.path.join(d, "schema.json"), "rb") as f:
+                    return _json_to_dataclass(json.loads(_json_floats(f.read())), XNNGraph)
+
+        def op(p: str, rngs):
+            with open(p, "rb") as f:
+                data = f.read()
+            graphs = []
+            for off, size in rngs:
+                blob = data[off:off + size]
+                h = XNNHeader.from_bytes(blob[:XNNHeader.EXPECTED_LENGTH])
+                graphs.append(decode(blob[h.flatbuffer_offset:
+                                          h.flatbuffer_offset + h.flatbuffer_size]))
+            return graphs
+
+        def describe(res) -> dict:
+            return {"blobs": len(res), "tensors": sum(len(g.xvalues) for g in res),
+                    "nodes": sum(len(g.xnodes) for g in res)}
+
+    else:
+        raise ValueError(f"unknown side {side!r}")
+
+    op(WARMUP, _blob_ranges(WARMUP) if side == "reference" else None)
+    hwm_reset = reset_hwm()
+    rss_before = status_kb("VmRSS")
+    maxrss_before = maxrss_kb()
+    t0 = time.perf_counter()
+    res = op(path, ranges)
+    elapsed = time.perf_counter() - t0
+    hwm_after = status_kb("VmHWM")
+    if hwm_reset and rss_before is not None and hwm_after is not None:
+        growth_kb = hwm_after - rss_before
+    else:
+        growth_kb = maxrss_kb() - maxrss_before
+    out = {"time_s": elapsed, "rss_growth_mb": max(growth_kb, 0) / 1024}
+    out.update(describe(res))
+    return out
+
+
+def _json_floats(raw: bytes) -> str:
+    """flatc writes bare ``inf``/``nan`` for float fields; make them Python-JSON tokens."""
+    import re
+
+    text = raw.decode()
+    text = re.sub(r"(?<=[:\[,\s])(-?)inf\b", r"\1Infinity", text)
+    return re.sub(r"(?<=[:\[,\s])-?nan\b", "NaN", text)
+
+
+# --------------------------------------------------------------------------
+# Driver side.
+# --------------------------------------------------------------------------
+
+def _run_worker(side: str, path: Path, ranges: list, timeout: float) -> dict:
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", side, str(path),
+           json.dumps(ranges)]
+    try:
+        proc = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True,
+                              timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout:.0f}s"}
+    for line in proc.stdout.splitlines():
+        if line.startswith(RESULT_MARKER):
+            return json.loads(line[len(RESULT_MARKER):])
+    tail = (proc.stderr.strip().splitlines() or ["<no stderr>"])[-1]
+    return {"error": f"exit {proc.returncode}: {tail}"}
+
+
+def _bench(key: str, repeat: int, timeout: float) -> dict:
+    spec = SPECS[key]
+    path = ensure(spec)
+    path.read_bytes()  # warm the page cache
+    ranges = _blob_ranges(str(path))
+    result: dict = {"key": key, "path": str(path), "size_bytes": path.stat().st_size,
+                    "spec": spec.describe(), "blobs": len(ranges)}
+    for side in SIDES:
+        runs = []
+        for i in range(repeat):
+            r = _run_worker(side, path, ranges, timeout)
+            msg = r.get("error") or f"{r['time_s'] * 1e3:.1f} ms, +{r['rss_growth_mb']:.1f} MB"
+            _log(f"{key} {side} run {i + 1}/{repeat}: {msg}")
+            runs.append(r)
+            if "error" in r:
+                break
+        ok = [r for r in runs if "error" not in r]
+        result[side] = ({"error": runs[0]["error"]} if not ok else {
+            "median_s": statistics.median(r["time_s"] for r in ok),
+            "rss_growth_mb_max": max(r["rss_growth_mb"] for r in ok),
+            "tensors": ok[0]["tensors"], "nodes": ok[0]["nodes"], "runs": runs})
+    if "median_s" in result["ours"] and "median_s" in result["reference"]:
+        result["speedup"] = result["reference"]["median_s"] / result["ours"]["median_s"]
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", nargs="+", choices=sorted(SPECS), help="these files only")
+    parser.add_argument("--repeat", type=int, default=5, help="timed runs per side (default 5)")
+    parser.add_argument("--generate", action="store_true", help="export the files and stop")
+    parser.add_argument("--check", action="store_true", help="exit 1 if a target is missed")
+    parser.add_argument("--json", metavar="OUT", help="write the results as JSON")
+    parser.add_argument("--timeout", type=float, default=900.0, help="per-run timeout, s")
+    parser.add_argument("--worker", nargs=3, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        side, path, ranges = args.worker
+        print(RESULT_MARKER + json.dumps(_worker(side, path, json.loads(ranges))), flush=True)
+        return 0
+    keys = args.only or list(SPECS)
+    if args.generate:
+        for key in keys:
+            print(f"{key}\t{ensure(SPECS[key])}")
+        return 0
+    results = [_bench(k, args.repeat, args.timeout) for k in keys]
+    header = (f"{'file':<28} {'MB':>6} {'values':>7} {'nodes':>6} {'ours ms':>9} {'ref ms':>9} "
+              f"{'ref/ours':>8} {'ours +RSS MB':>12} {'ref +RSS MB':>11}")
+    print(header)
+    print("-" * len(header))
+    missed = False
+    for r in results:
+        o, f = r["ours"], r["reference"]
+
+        def ms(side: dict) -> str:
+            return f"{side['median_s'] * 1e3:.1f}" if "median_s" in side else "error"
+
+        def mb(side: dict) -> str:
+            return f"{side['rss_growth_mb_max']:.1f}" if "median_s" in side else "-"
+
+        speed = f"{r['speedup']:.0f}x" if "speedup" in r else "n/a"
+        print(f"{Path(r['path']).name:<28} {r['size_bytes'] / 1e6:>6.1f} "
+              f"{o.get('tensors', '-'):>7} {o.get('nodes', '-'):>6} {ms(o):>9} {ms(f):>9} "
+              f"{speed:>8} {mb(o):>12} {mb(f):>11}")
+        for side in SIDES:
+            if "error" in r[side]:
+                print(f"! {r['key']} {side}: {r[side]['error']}")
+        target = TARGETS.get(r["key"])
+        if target is not None:
+            met = r.get("speedup", 0) >= target
+            missed |= not met
+            print(f"  [{'MET' if met else 'MISSED'}] {r['key']}: speed-up >= {target:g}x")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
+    return 1 if args.check and missed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
