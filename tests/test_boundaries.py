@@ -111,16 +111,6 @@ def test_pte_boundaries(pte_path, oracle, opened):
     assert_rows_match(reader_rows(art), pte_expected(o), pte_path.name)
 
 
-def test_pte_boundaries_on_scalar_path(pte_path, oracle, monkeypatch):
-    """The same with the vectorised table reads turned off (the verifying scalar path)."""
-    from workbench.formats import pte
-
-    monkeypatch.setattr(pte._ProgramReader, "fast", False)
-    o = oracle.read(pte_path)
-    with wb.open(pte_path) as art:
-        assert_rows_match(reader_rows(art), pte_expected(o), pte_path.name)
-
-
 def test_segment_rows_hold_the_segment_bytes(pte_path, oracle, opened):
     """Each segment row's bytes are the bytes ExecuTorch's restore step reads for it."""
     o = oracle.read(pte_path)
