@@ -22,41 +22,12 @@ from .errors import (
     OutOfBoundsError,
     UnsafeContentError,
 )
-from .source import Source
+from .formats.parsed import Parsed
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["Artifact", "Parsed"]
-
-
-class Parsed:
-    """What a format reader returns: sources, lazily built columns and facts (parsing itself
-    needs no pandas).
-
-    Attributes:
-        format: ``"pte"``, ``"ptd"``, ``"bpte"`` or ``"pt2"``.
-        path: the main file.
-        sources: path -> :class:`Source` for every file of the artifact.
-        builders: frame name -> callable returning ``dict[column, values]``: a list (``None``
-            for missing), a numpy array or a ready pandas array per column (see
-            :func:`workbench.frames.build`; ``Artifact._plain_columns`` gives lists back).
-        info: format facts for summaries (version, header fields, ...).
-        findings: non-fatal observations (dicts with severity, structure, offset, message).
-    """
-
-    def __init__(self, format: str, path: str, sources: dict[str, Source]) -> None:
-        self.format = format
-        self.path = path
-        self.sources = sources
-        self.builders: dict[str, Callable[[], dict[str, Any]]] = {}
-        self.info: dict[str, Any] = {}
-        self.findings: list[dict[str, Any]] = []
-        #: frames whose rows can be read with ``Artifact.tensor`` (name/dtype/shape/nbytes/
-        #: file/offset columns), searched in order.
-        self.tensor_frames: list[str] = ["tensors"]
-        #: format-specific objects (e.g. the inner program of a .bpte).
-        self.extra: dict[str, Any] = {}
+__all__ = ["Artifact"]
 
 
 class _Frames(Mapping):

@@ -19,13 +19,13 @@ from __future__ import annotations
 from typing import Any
 
 from .._fmt import align_of
-from ..artifact import Parsed
 from ..dtypes import SCALAR_TYPES
 from ..errors import CorruptError, OutOfBoundsError, TruncatedError, UnsupportedVersionError
 from ..flatbuf import FlatBuffer, Table
 from ..source import Source
 from . import pte
 from ._layout import cover, segments_frame
+from .parsed import Parsed
 
 __all__ = ["FORMAT", "MAGIC", "detect", "read"]
 

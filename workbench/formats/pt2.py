@@ -42,11 +42,11 @@ from typing import Any, NamedTuple
 
 from .._cols import align, factorized, filled, ints, objects, strings
 from .._fmt import escape
-from ..artifact import Parsed
 from ..dtypes import BY_NAME
 from ..errors import CorruptError, OutOfBoundsError
 from ..source import Source
 from ._zip import LOCAL_MAGIC, METHODS, ZipDirectory, ZipEntry
+from .parsed import Parsed
 
 __all__ = ["FORMAT", "MAGIC", "SERDE_DTYPES", "detect", "read"]
 

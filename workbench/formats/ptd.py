@@ -27,12 +27,12 @@ import numpy as np
 
 from .._cols import align, booleans, categorical, factorized, filled, ints, objects, strings
 from .._vecfb import SlowPath, VecReader, layouts
-from ..artifact import Parsed
 from ..dtypes import SCALAR_TYPES
 from ..errors import CorruptError, OutOfBoundsError, TruncatedError, UnsupportedVersionError
 from ..flatbuf import FlatBuffer, Table
 from ..source import Source
 from ._layout import cover_arrays, named_data_role, segments_frame
+from .parsed import Parsed
 
 __all__ = ["FORMAT", "MAGIC", "FlatTensorHeader", "detect", "read"]
 

@@ -34,12 +34,12 @@ import numpy as np
 from .._cols import align, booleans, categorical, factorized, filled, ints, objects, strings
 from .._fmt import align_of
 from .._vecfb import SlowPath, VecReader, groups, layouts
-from ..artifact import Parsed
 from ..dtypes import SCALAR_TYPES
 from ..errors import CorruptError, OutOfBoundsError, TruncatedError, UnsupportedVersionError
 from ..flatbuf import FlatBuffer, Table
 from ..source import Source
 from ._layout import concat_sorted, cover, named_data_role, segments_frame
+from .parsed import Parsed
 
 FORMAT = "pte"
 MAGIC = b"ET12"

@@ -37,9 +37,9 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from ...artifact import Parsed
 from ...flatbuf import FlatBuffer
 from ...source import Source
+from ..parsed import Parsed
 from .columns import TraceColumns
 from .reader import Header, read_records
 from .schema import FILE_IDENTIFIER, VERSION, ETDump

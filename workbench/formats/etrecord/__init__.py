@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import struct
 
-from ...artifact import Parsed
 from ...source import Source
 from .._zip import LOCAL_MAGIC
+from ..parsed import Parsed
 from .columns import RecordColumns
 from .reader import Archive
 from .schema import MARKER
