@@ -232,12 +232,18 @@ def _worker(side: str, path: str, ranges: list[tuple[int, int]]) -> dict:
 
 
 def _json_floats(raw: bytes) -> str:
-    """flatc writes bare ``inf``/``nan`` for float fields; make them Python-JSON tokens."""
-    import re
-
+    """flatc writes bare ``inf``/``nan`` for float fields; make them Python-JSON tokens
+    (cheap replacements first, a regex only where a value sits elsewhere, e.g. in a list)."""
     text = raw.decode()
-    text = re.sub(r"(?<=[:\[,\s])(-?)inf\b", r"\1Infinity", text)
-    return re.sub(r"(?<=[:\[,\s])-?nan\b", "NaN", text)
+    for bare, token in ((": -inf", ": -Infinity"), (": inf", ": Infinity"),
+                        (": -nan", ": NaN"), (": nan", ": NaN")):
+        text = text.replace(bare, token)
+    if "inf" in text or "nan" in text:
+        import re
+
+        text = re.sub(r"(?<=[\[,\s])(-?)inf\b", r"\1Infinity", text)
+        text = re.sub(r"(?<=[\[,\s])-?nan\b", "NaN", text)
+    return text
 
 
 # --------------------------------------------------------------------------

@@ -648,3 +648,54 @@ def test_empty_named_key_field_is_reported(sample, tmp_path):
     info = inspect_blob(_xnn_wrap(_flatc_graph(j, tmp_path), consts), file="e.pte",
                         backend_id="XnnpackBackend")
     assert any("named_key" in f.message and f.severity == "warning" for f in info.findings)
+
+
+def _vk_json(blob: bytes, tmp: pathlib.Path) -> dict:
+    ex = _executorch_dir()
+    fb_off, fb_size = struct.unpack_from("<II", blob, 10)
+    (tmp / "vk.bin").write_bytes(blob[fb_off:fb_off + fb_size])
+    subprocess.run([str(ex / "data/bin/flatc"), "--json", "--strict-json", "--raw-binary", "-o",
+                    str(tmp), str(ex / "backends/vulkan/serialization/schema.fbs"), "--",
+                    str(tmp / "vk.bin")], check=True, capture_output=True)
+    return json.loads((tmp / "vk.json").read_text())
+
+
+def _vk_blob(j: dict, tmp: pathlib.Path) -> bytes:
+    ser = pytest.importorskip("executorch.backends.vulkan.serialization.vulkan_graph_serialize")
+    ex = _executorch_dir()
+    (tmp / "vk.json").write_text(json.dumps(j))
+    subprocess.run([str(ex / "data/bin/flatc"), "-b", "-o", str(tmp),
+                    str(ex / "backends/vulkan/serialization/schema.fbs"), str(tmp / "vk.json")],
+                   check=True, capture_output=True)
+    fb = (tmp / "vk.bin").read_bytes()
+    fb += b"\0" * (-len(fb) % 16)
+    head = ser.VulkanDelegateHeader(32, len(fb), 32 + len(fb), 0).to_bytes()
+    return head + b"\0\0" + fb
+
+
+@pytest.mark.parametrize("case", ["huge dims", "huge constant", "constant id", "datatype"])
+def test_crafted_vulkan_graphs(case, sample, tmp_path):
+    (_, info, raw), = file_blobs(sample("mlp_vulkan.pte"))
+    j = _vk_json(raw[info.offset:info.offset + info.size], tmp_path)
+    tensor = next(v["value"] for v in j["values"] if v["value_type"] == "VkTensor")
+    if case == "huge dims":
+        tensor["dims"] = [4294967295] * 3
+    elif case == "huge constant":
+        j["constants"][0]["length"] = 1 << 63
+    elif case == "constant id":
+        tensor["constant_id"] = 1000
+    else:
+        tensor["datatype"] = "UNSET"
+    with pytest.raises(wb.ArtifactError) as e:
+        inspect_blob(_vk_blob(j, tmp_path), file="vk.pte", offset=64, backend_id="VulkanBackend",
+                     method="forward")
+    assert e.value.structure.startswith("forward delegate 0 (VulkanBackend): VkGraph")
+    assert 64 <= e.value.offset < 64 + 2048
+
+
+def test_huge_vela_io_shape_is_corrupt():
+    io = struct.pack("<i", 1) + struct.pack("<9i", *[2**31 - 1] * 4, 1, 1, 4, 0, 0)
+    blob = _vela_stream({"vela_bin_stream": b"", "inputs": io, "vela_end_stream": b""})
+    with pytest.raises(wb.ArtifactError, match=r"inputs\[0\] has shape") as e:
+        inspect_blob(blob, file="e.pte", backend_id="EthosUBackend")
+    assert e.value.offset is not None

@@ -118,7 +118,7 @@ def parse(blob: Blob) -> BlobInfo:
             raise CorruptError(f"datatype {code} is unknown", file=blob.path,
                                structure=f"{t.path}.datatype", offset=t.pos)
         dims = tuple(t.scalars(MPSTensor.dims, "i", "dims"))
-        if any(d < 0 for d in dims) or math.prod(dims) >= 1 << 60:
+        if any(d < 0 for d in dims) or math.prod(dims) >= 1 << 59:
             raise CorruptError(f"dims {list(dims)[:8]} are invalid", file=blob.path,
                                structure=f"{t.path}.dims", offset=t.pos)
         numel = math.prod(dims)

@@ -178,7 +178,7 @@ def parse(blob: Blob) -> BlobInfo:
                                structure=f"{tab.path}.datatype", offset=tab.pos)
         dims = tuple(tab.scalars(VkTensor.dims, "I", "dims"))
         numel = math.prod(dims)
-        if numel >= 1 << 60:
+        if numel >= 1 << 59:  # x 8 bytes must fit an int64
             raise CorruptError(f"dims {list(dims)[:8]} are too large", file=blob.path,
                                structure=f"{tab.path}.dims", offset=tab.pos)
         cid = tab.i32(VkTensor.constant_id)

@@ -107,7 +107,7 @@ def _io(blob: Blob, data: int, length: int, kind: str) -> list[dict[str, Any]]:
     out = []
     for k in range(count):
         *shape, elem, offset, region = _IO.unpack_from(blob.buf, data + 4 + k * _IO.size)
-        if any(d < 0 for d in shape) or elem <= 0:
+        if any(d < 0 for d in shape) or elem <= 0 or math.prod(shape) * elem >= 1 << 62:
             raise CorruptError(f"{kind}[{k}] has shape {shape} and element size {elem}",
                                file=blob.path, structure=what, offset=data + 4 + k * _IO.size)
         numel = math.prod(shape)

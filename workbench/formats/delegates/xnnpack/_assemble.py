@@ -141,7 +141,7 @@ def _constant_data(blob: Blob, c: dict[str, Any], cd_start: int, cd_size: int) -
 
 def _nbytes(bits: np.ndarray, numel: np.ndarray, last: np.ndarray) -> np.ndarray:
     """Stored bytes: 4-bit rows hold ceil(last / 2) bytes (XNNPACK pads odd rows)."""
-    nb = numel * bits // 8
+    nb = numel * (bits // 8)  # numel < 2**60, at most 4 bytes each: no overflow
     four = bits == 4
     if four.any():
         rows = np.where(last > 0, numel // np.maximum(last, 1), 0)
