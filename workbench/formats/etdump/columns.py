@@ -91,14 +91,12 @@ class TraceColumns:
         self.debug_size = debug_size
         runs = records.runs
         n = len(runs["pos"])
-        codes, uniques = _factorize(runs["name"])
-        self.block_names = uniques
-        self.block_codes = codes
+        self.block_codes, self.block_names = runs["name"]
         # k-th run with the same block name
         iteration = np.zeros(n, np.int64)
         if n:
-            order = np.argsort(codes, kind="stable")
-            sorted_codes = codes[order]
+            order = np.argsort(self.block_codes, kind="stable")
+            sorted_codes = self.block_codes[order]
             first = np.r_[0, np.flatnonzero(sorted_codes[1:] != sorted_codes[:-1]) + 1]
             group_start = np.repeat(first, np.diff(np.r_[first, n]))
             iteration[order] = np.arange(n) - group_start
@@ -319,11 +317,3 @@ def _strides(shape: tuple, stored: tuple) -> tuple[tuple | None, bool]:
     if not stored and shape:
         return None, True
     return stored, stored == row_major_t
-
-
-def _factorize(values: np.ndarray) -> tuple[np.ndarray, list[str]]:
-    """int64 codes (-1: missing) and the distinct values, in order of appearance."""
-    import pandas as pd
-
-    codes, uniques = pd.factorize(np.asarray(values, dtype=object))
-    return codes.astype(np.int64), [str(u) for u in uniques.tolist()]

@@ -208,7 +208,7 @@ class Header:
 class Records:
     """The ETDump as numpy columns (one dict per record kind; see :func:`read_records`).
 
-    ``runs``: name (object), bundled_input_index, events, profile, allocation, debug,
+    ``runs``: name (:class:`Strings`), bundled_input_index, events, profile, allocation, debug,
     unknown (int64 counts), pos (int64, table offset), allocators (object: tuple of names).
     ``profile``: run, index, pos, chain, instruction, dd_int, meta_off, meta_size (int64,
     -1: absent), name, dd_str (:class:`Strings`), start, end (uint64).
@@ -281,7 +281,7 @@ class _Fast:
         vec = self.vec
         start, n = self.root.vector(ETDump.run_data, 4, "run_data")
         R = vec.table_vector(start, n, "ETDump.run_data")
-        run_names = vec.strings(R.ref(RunData.name))
+        run_names = intern(vec, R.ref(RunData.name))
         bundled = R.scalar(RunData.bundled_input_index, "<i4", NOT_SET).astype(np.int64)
         a_start, a_cnt = R.vectors(RunData.allocators, 4)
         A = self._tables_of(_elements(a_start, a_cnt, 4), "Allocator")
@@ -505,7 +505,8 @@ class _Slow:
                          ("pos", rd.pos), ("allocators", names)):
                 runs[k].append(v)
         return Records(
-            {k: (objects(v) if k in ("name", "allocators") else np.array(v, np.int64))
+            {k: (Strings.of(v) if k == "name" else objects(v) if k == "allocators"
+                 else np.array(v, np.int64))
              for k, v in runs.items()},
             {k: (Strings.of(v) if k in ("name", "dd_str") else
                  np.array(v, np.uint64) if k in ("start", "end") else np.array(v, np.int64))
