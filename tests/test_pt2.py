@@ -24,6 +24,7 @@ from helpers import check_invariants
 import workbench as wb
 from workbench.errors import CorruptError, OutOfBoundsError, TruncatedError
 from workbench.formats import pt2 as pt2_reader
+from workbench.formats.pt2 import config as pt2_config
 
 PT2_SAMPLES = ("mlp.pt2", "tied.pt2", "mlp_aoti.pt2", "mlp_aoti_blob.pt2")
 
@@ -154,7 +155,7 @@ def dense(row) -> bool:
     """The row's view is dense: contiguous up to a permutation of its dimensions."""
     sh, st = tuple(row["shape"]), tuple(row["strides"])
     order = sorted(range(len(sh)), key=lambda d: -st[d])
-    return pt2_reader._contiguous(tuple(sh[d] for d in order), tuple(st[d] for d in order))
+    return pt2_config.contiguous(tuple(sh[d] for d in order), tuple(st[d] for d in order))
 
 
 @pytest.fixture(scope="session")
@@ -1003,7 +1004,7 @@ def test_fast_paths_equal_general_paths(tmp_path, sample, monkeypatch):
     fast = [_outcome(p) for p in paths]
     assert sum(isinstance(f[0], dict) for f in fast) >= 20
     monkeypatch.setattr(ZipDirectory, "_central_fast", lambda self: None)
-    monkeypatch.setattr(pt2_reader, "_canonical_config", lambda *a: None)
+    monkeypatch.setattr(pt2_config, "_canonical_config", lambda *a: None)
     for p, f in zip(paths, fast):
         _assert_same(f, _outcome(p), p.name)
 
@@ -1013,7 +1014,7 @@ def test_fast_paths_are_taken(sample, monkeypatch):
     from workbench.formats._zip import ZipDirectory
 
     taken: list[str] = []
-    central, canonical = ZipDirectory._central_fast, pt2_reader._canonical_config
+    central, canonical = ZipDirectory._central_fast, pt2_config._canonical_config
 
     def spy_central(self):
         out = central(self)
@@ -1026,7 +1027,7 @@ def test_fast_paths_are_taken(sample, monkeypatch):
         return out
 
     monkeypatch.setattr(ZipDirectory, "_central_fast", spy_central)
-    monkeypatch.setattr(pt2_reader, "_canonical_config", spy_canonical)
+    monkeypatch.setattr(pt2_config, "_canonical_config", spy_canonical)
     for name in ("mlp.pt2", "tied.pt2"):
         wb.open(sample(name)).close()
     assert taken and "-" not in taken and "config" in taken
@@ -1072,11 +1073,11 @@ def test_wrapper_string_values_with_bad_escapes_are_refused_quietly():
     decoded (codecs.escape_decode would emit a DeprecationWarning, later an error)."""
     import warnings
 
-    from workbench.formats.pt2 import _cvalue
+    from workbench.formats.pt2.aoti import cvalue
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert _cvalue("name", b'"a\\\\Z\\x41\\n"') == "a\\ZA\n"
-        assert _cvalue("name", b'"x\\' + "\u00c4".encode() + b'y"') is None
-        assert _cvalue("name", b'"\\q"') is None
-        assert _cvalue("name", b'"ends\\"') is None
+        assert cvalue("name", b'"a\\\\Z\\x41\\n"') == "a\\ZA\n"
+        assert cvalue("name", b'"x\\' + "\u00c4".encode() + b'y"') is None
+        assert cvalue("name", b'"\\q"') is None
+        assert cvalue("name", b'"ends\\"') is None

@@ -1,0 +1,239 @@
+"""The serialized-graph scanner: node targets and signature counts of ``models/<model>.json``
+(a ``torch._export.serde`` ExportedProgram) without building the document when it is large."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from ...errors import CorruptError
+from .._zip import ZipEntry
+from .schema import (
+    CANONICAL_GRAPH_HEAD,
+    CONSTANT_INPUTS,
+    FULL_PARSE_LIMIT,
+    GRAPH_MODULE,
+    INPUT_KINDS,
+    INPUT_SPECS,
+    OUTPUT_SPECS,
+    SCHEMA_VERSION,
+    SIGNATURE,
+    TARGET,
+    TORCH_VERSION,
+    USER_OUTPUT,
+)
+
+__all__ = ["FULL_PARSE_LIMIT", "graph_stats"]
+
+_T = TARGET.encode()
+_KINDS = "|".join(INPUT_KINDS).encode()
+#: A ``"target"`` key right after ``{`` or ``", "`` and its string value (the look-behinds
+#: come after the literal, so the search still runs at the speed of a literal search).
+_TARGET_CANONICAL = re.compile(rb'"' + _T + rb'": "(?:(?<=, "' + _T + rb'": ")|(?<=\{"' + _T
+                               + rb'": "))([^"\\]*(?:\\.[^"\\]*)*)"')
+_STRING_VALUE = re.compile(rb'\s*:\s*"([^"\\]*(?:\\.[^"\\]*)*)"')
+_LIST_VALUE = re.compile(rb"\s*:\s*\[")
+#: A spec in a list written with json.dumps' default separators: '[{"kind": ' or ', {"kind": '.
+_SPEC_KIND_CANONICAL = re.compile(rb'\{"(?:(?<=\[\{")|(?<=, \{"))(' + _KINDS + rb')": ')
+_SPEC_KIND = re.compile(rb'\{\s*"(' + _KINDS + rb')"\s*:')
+_TOP_KEYS = re.compile(rb'"(' + SCHEMA_VERSION.encode() + rb"|" + TORCH_VERSION.encode()
+                       + rb')"\s*:\s*')
+#: ``input_specs`` and ``output_specs`` share this tail; their heads tell them apart.
+_SPECS_TAIL = b'put_specs"'
+_SPECS_HEADS = ((b'"in', INPUT_SPECS), (b'"out', OUTPUT_SPECS))
+assert all(h[1:] + _SPECS_TAIL == b"%s\"" % k.encode() for h, k in _SPECS_HEADS)
+
+
+def _preceded_by_open(raw: bytes | memoryview, pos: int) -> bool:
+    """The key at ``pos`` follows ``{`` or ``,`` (whitespace allowed): it starts a member."""
+    i = pos - 1
+    while i >= 0 and raw[i] in b" \t\r\n":
+        i -= 1
+    return i >= 0 and raw[i] in b"{,"
+
+
+def _positions(raw: bytes | memoryview, needle: bytes, start: int = 0,
+               stop: int | None = None) -> Iterator[int]:
+    """Start of each non-overlapping ``needle`` in ``raw[start:stop]``: ``bytes.find`` on
+    ``bytes`` (much faster than a regex scan over megabytes), a literal regular expression
+    (the next fastest) on other buffers, which have no ``find``."""
+    stop = len(raw) if stop is None else stop
+    if isinstance(raw, bytes):
+        pos = raw.find(needle, start, stop)
+        while pos >= 0:
+            yield pos
+            pos = raw.find(needle, pos + len(needle), stop)
+    else:
+        for m in re.compile(re.escape(needle)).finditer(raw, start, stop):
+            yield m.start()
+
+
+def _keys(raw: bytes | memoryview, key: bytes, value: re.Pattern[bytes], start: int = 0,
+          stop: int | None = None) -> list[re.Match[bytes]]:
+    """Matches of ``value`` right after each object key ``"key"`` in ``raw[start:stop]``."""
+    quoted = b'"' + key + b'"'
+    out = []
+    for pos in _positions(raw, quoted, start, stop):
+        if _preceded_by_open(raw, pos):
+            m = value.match(raw, pos + len(quoted))
+            if m is not None:
+                out.append(m)
+    return out
+
+
+def _spec_lists(raw: bytes | memoryview) -> dict[str, list[re.Match[bytes]]]:
+    """``_keys(raw, key, _LIST_VALUE)`` for both ``input_specs`` and ``output_specs`` in one
+    scan, for their common ``put_specs"``. (Where two ``"input_specs"`` would overlap, the
+    second starts right after the first's ``s``, so it is not a key either way.)"""
+    out: dict[str, list[re.Match[bytes]]] = {INPUT_SPECS: [], OUTPUT_SPECS: []}
+    tail = _SPECS_TAIL
+    for pos in _positions(raw, tail):
+        for head, key in _SPECS_HEADS:
+            start = pos - len(head)
+            if start >= 0 and raw[start:pos] == head and _preceded_by_open(raw, start):
+                m = _LIST_VALUE.match(raw, pos + len(tail))
+                if m is not None:
+                    out[key].append(m)
+    return out
+
+
+def _unescape(s: bytes) -> str:
+    """A JSON string's raw bytes (between the quotes) decoded."""
+    return json.loads(b'"' + s + b'"') if b"\\" in s else s.decode("utf-8", "replace")
+
+
+def graph_stats(raw: bytes | memoryview, file: str = "", entry: ZipEntry | None = None,
+                full_parse_limit: int = FULL_PARSE_LIMIT) -> dict[str, Any]:
+    """Node targets and signature counts of a serialized ExportedProgram (``models/*.json``).
+
+    Documents up to ``full_parse_limit`` bytes are parsed with :func:`json.loads`. Larger
+    ones (a 5,000-parameter model writes ~5 MB, ~0.15 s to parse) are *scanned*, which is
+    exact for valid JSON written to torch's schema: a ``"key":`` right after ``{`` or ``,``
+    is an object key (quotes inside strings are escaped); only ``Node`` objects have a
+    ``target`` key with a string value; ``GraphSignature`` is the only object with
+    ``input_specs``/``output_specs`` lists, whose elements are one-key objects naming the
+    spec kind. torch writes with ``json.dumps``' default separators, the same throughout a
+    document, so there every ``target`` key reads ``"target": "``; other documents are
+    scanned key by key. The version fields are decoded on their own. Both paths give the
+    same result (nested subgraphs are included in the node counts); tests check that they
+    agree.
+
+    ``raw`` may be a zero-copy view of the member (the scan never copies the document).
+
+    Returns:
+        ``{"targets": Counter, "summary": {nodes, ops, inputs, outputs, parameters, buffers,
+        constants, schema_version, torch_version}}``
+
+    Example:
+        >>> doc = (b'{"graph_module": {"graph": {"nodes": [{"target": "a"}]}, "signature": '
+        ...        b'{"input_specs": [{"user_input": {}}], "output_specs": []}}}')
+        >>> graph_stats(doc)["summary"]["nodes"], graph_stats(doc, full_parse_limit=0)["summary"]["inputs"]
+        (1, 1)
+    """
+    where = f"zip member {entry.name!r}" if entry is not None else "graph JSON"
+    offset = entry.data_offset if entry is not None else None
+
+    def bad(msg: str) -> CorruptError:
+        return CorruptError(msg, file=file or None, structure=where, offset=offset)
+
+    targets: Counter[str] = Counter()
+    kinds: Counter[str] = Counter()
+    if len(raw) <= full_parse_limit:
+        schema, version = _parse(raw, targets, kinds, bad)
+    else:
+        schema, version = _scan(raw, targets, kinds, bad)
+    if isinstance(schema, dict):
+        schema = f"{schema.get('major')}.{schema.get('minor')}"
+    return {"targets": targets, "summary": {
+        "nodes": sum(targets.values()), "ops": len(targets),
+        "inputs": kinds["user_input"], "outputs": kinds[USER_OUTPUT],
+        "parameters": kinds["parameter"], "buffers": kinds["buffer"],
+        "constants": sum(kinds[k] for k in CONSTANT_INPUTS),
+        "schema_version": schema if isinstance(schema, str) else None,
+        "torch_version": version if isinstance(version, str) else None,
+    }}
+
+
+def _parse(raw: bytes | memoryview, targets: Counter[str], kinds: Counter[str],
+           bad: Callable[[str], CorruptError]) -> tuple[Any, Any]:
+    """The whole document through :func:`json.loads`: every string ``target`` counted into
+    ``targets``, every signature spec kind into ``kinds``; returns the two version fields."""
+    try:
+        doc = json.loads(bytes(raw))
+    except ValueError as exc:
+        raise bad(f"invalid JSON ({exc})") from None
+    if not isinstance(doc, dict):
+        raise bad("expected a JSON object")
+    stack: list[Any] = [doc]
+    while stack:
+        o = stack.pop()
+        if isinstance(o, dict):
+            t = o.get(TARGET)
+            if isinstance(t, str):
+                targets[t] += 1
+            stack.extend(o.values())
+        elif isinstance(o, list):
+            stack.extend(o)
+    gm = doc.get(GRAPH_MODULE)
+    signature = gm.get(SIGNATURE) if isinstance(gm, dict) else None
+    if not isinstance(signature, dict):
+        raise bad(f"{GRAPH_MODULE}.{SIGNATURE} is missing")
+    for key in (INPUT_SPECS, OUTPUT_SPECS):
+        for spec in signature.get(key) or ():
+            if isinstance(spec, dict):
+                kinds.update(spec.keys())
+    return doc.get(SCHEMA_VERSION), doc.get(TORCH_VERSION)
+
+
+def _scan(raw: bytes | memoryview, targets: Counter[str], kinds: Counter[str],
+          bad: Callable[[str], CorruptError]) -> tuple[Any, Any]:
+    """The same counts as :func:`_parse`, by scanning (see :func:`graph_stats`)."""
+    # torch writes with json.dumps' default separators (", " and ": "), used throughout a
+    # document: then every "target" key reads '"target": "'. Otherwise, the general scan.
+    canonical = raw[:len(CANONICAL_GRAPH_HEAD)] == CANONICAL_GRAPH_HEAD
+    if canonical:
+        found_targets = Counter(_TARGET_CANONICAL.findall(raw))
+    else:
+        found_targets = Counter([m.group(1) for m in _keys(raw, _T, _STRING_VALUE)])
+    for t, n in found_targets.items():
+        targets[_unescape(t)] += n
+    found = {}
+    for key, ms in _spec_lists(raw).items():
+        if len(ms) != 1:
+            raise bad(f"expected one {key} list, found {len(ms)}")
+        found[key] = ms[0].end() - 1
+    lo, hi = found[INPUT_SPECS], found[OUTPUT_SPECS]
+    if lo > hi:
+        raise bad(f"{INPUT_SPECS} does not precede {OUTPUT_SPECS}")
+    # output_specs follows input_specs; it ends where the signature ends.
+    dec = json.JSONDecoder()
+    try:
+        outputs, _ = dec.raw_decode(bytes(raw[hi:]).decode("utf-8", "replace"))
+    except ValueError as exc:
+        raise bad(f"invalid JSON in {OUTPUT_SPECS} ({exc})") from None
+    if canonical:  # each spec is a list element: '[{"kind": ' or ', {"kind": '
+        for kind, n in Counter(_SPEC_KIND_CANONICAL.findall(raw, lo, hi)).items():
+            kinds[kind.decode()] = n
+    else:
+        for m in _SPEC_KIND.finditer(raw, lo, hi):
+            # A spec is a list element: the "{" follows "[" or ",".
+            i = m.start() - 1
+            while raw[i] in b" \t\r\n":
+                i -= 1
+            if raw[i] in b"[,":
+                kinds[m.group(1).decode()] += 1
+    for spec in outputs if isinstance(outputs, list) else ():
+        if isinstance(spec, dict):
+            kinds.update(spec.keys())
+    versions: dict[str, Any] = {}
+    for m in _TOP_KEYS.finditer(raw, max(0, len(raw) - 4096)):
+        if _preceded_by_open(raw, m.start()):
+            try:
+                text = bytes(raw[m.end():]).decode("utf-8")
+                versions[m.group(1).decode()] = dec.raw_decode(text)[0]
+            except ValueError:
+                continue
+    return versions.get(SCHEMA_VERSION), versions.get(TORCH_VERSION)
