@@ -346,7 +346,7 @@ def test_scan_table_without_out(capsys):
     # the exit code follows from the files: 1 when any file with a known magic fails to open
     known = unreadable = 0
     for f in SAMPLES.rglob("*"):
-        if f.is_file() and formats.detect(f.read_bytes()[:64]) is not None:
+        if f.is_file() and formats.sniff_path(f) is not None:
             known += 1
             try:
                 wb.open(f).close()
@@ -365,13 +365,13 @@ def test_scan_table_without_out(capsys):
 def test_unavailable_command_exits_2(capsys, monkeypatch):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == "workbench.profile" else real(name, *a))
+                        lambda name, *a: None if name == "workbench.profiling" else real(name, *a))
     code, out, err = run(capsys, "profile", ARTIFACTS[0])
     assert code == 2 and out == "" and "not available" in err
 
 
 def test_compare(capsys, sample):
-    pytest.importorskip("workbench.compare")
+    pytest.importorskip("workbench.comparison")
     a, b = sample("mlp_portable.pte"), sample("mlp_external.pte")
     code, out, err = run(capsys, "compare", a, b)
     assert code == 0, err
@@ -395,7 +395,7 @@ def test_plot(capsys, tmp_path, sample):
 
 
 def test_profile(capsys, tmp_path, sample):
-    pytest.importorskip("workbench.profile")
+    pytest.importorskip("workbench.profiling")
     pte = sample("mlp_portable.pte")
     code, out, err = run(capsys, "profile", pte, "--paths", "read", "--repeat", "1",
                          "--format", "json")

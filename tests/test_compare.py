@@ -12,7 +12,7 @@ import pytest
 
 import workbench as wb
 from workbench import frames
-from workbench.compare import CLASSES, Comparison, duplicates
+from workbench.comparison import CLASSES, Comparison, duplicates
 
 
 def _raw(path, offset: int, nbytes: int) -> bytes:

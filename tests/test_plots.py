@@ -19,7 +19,7 @@ pytest.importorskip("matplotlib")
 from matplotlib.colors import same_color
 
 from workbench import plots
-from workbench.compare import CLASSES
+from workbench.comparison import CLASSES
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 

@@ -22,7 +22,7 @@ from workbench.loadpaths import (
     memory_snapshot,
     resident_fraction,
 )
-from workbench.profile import Profile, make_plan
+from workbench.profiling import Profile, make_plan
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 MiB = 1 << 20

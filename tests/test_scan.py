@@ -13,7 +13,7 @@ import pytest
 
 import workbench as wb
 from workbench.frames import SCAN_KINDS, SCHEMAS
-from workbench.scan import discover, write
+from workbench.corpus import discover, write
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_models"
@@ -255,8 +255,8 @@ def test_write_layouts(tmp_path, in_process):
 
 
 def test_scan_is_the_function():
-    """``workbench.scan`` stays the function after the module is imported by name."""
+    """``workbench.scan`` stays the function after its module (``workbench.corpus``) is imported."""
     import importlib
 
-    importlib.import_module("workbench.scan")
-    assert callable(wb.scan) and wb.scan.__module__ == "workbench.scan"
+    importlib.import_module("workbench.corpus")
+    assert callable(wb.scan) and wb.scan.__module__ == "workbench.corpus"

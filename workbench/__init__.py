@@ -15,17 +15,14 @@ Example:
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator, Sequence
-from typing import Any
-
+# The package only re-exports: ``open`` lives in ``_open.py``; ``compare``, ``scan`` and
+# ``profile`` in ``comparison.py``, ``corpus.py`` and ``profiling.py`` (module names that no
+# function shadows). Their imports are cheap: pandas, dask, tqdm, matplotlib, torch and the
+# load paths load inside the calls.
+from ._open import open  # noqa: A004 - the public verb
 from .artifact import Artifact
-
-# compare, profile and scan are imported eagerly: a lazy ``def scan`` wrapper would be
-# replaced by the submodule the first time ``workbench.scan`` is imported, as importing a
-# submodule binds it as an attribute of this package. The three modules are small at import
-# time: pandas, dask, tqdm, matplotlib, torch and the load paths load inside the calls.
-from .compare import compare
+from .comparison import compare
+from .corpus import scan
 from .errors import (
     ArtifactError,
     CorruptError,
@@ -36,8 +33,7 @@ from .errors import (
     UnsafeContentError,
     UnsupportedVersionError,
 )
-from .profile import profile
-from .scan import scan
+from .profiling import profile
 
 __version__ = "0.1.0"
 
@@ -57,105 +53,3 @@ __all__ = [
     "UnsafeContentError",
     "__version__",
 ]
-
-
-def open(  # noqa: A001 - the public verb
-    path: str | os.PathLike[str],
-    *,
-    data: Sequence[str | os.PathLike[str]] | None = None,
-) -> Artifact:
-    """Open the artifact at ``path``; its format is detected from its first bytes.
-
-    The file is memory-mapped read-only; opening verifies headers and every structure it
-    reads, but never reads weight bytes, never executes content and never writes.
-
-    Args:
-        path: a ``.pte`` program, a ``.ptd`` data file, a ``.bpte`` bundled program or a
-            ``.pt2`` archive (``torch.export.save`` or an AOTInductor package; read as a zip
-            without torch: pickled members are listed, never unpickled, and the ``.so`` is
-            never loaded).
-        data: for a ``.pte``: the ``.ptd`` files holding its external data. When omitted,
-            ``.ptd`` files in the same folder are tried (the one named like the program
-            first, then in name order, only while keys are unresolved) and attached when
-            they hold a key the program refers to with a matching dtype and shape; the
-            attached files are in ``files`` and the tensors' ``file`` column, and
-            ``validate()`` says which were attached and which others would also have fitted.
-            Pass ``data=[]`` to attach none.
-            For an ETDump (``.etdp``): one path, the debug buffer the runtime wrote with
-            it; ``tensor('<run>/<event>')`` then views the logged values.
-
-    Returns:
-        An :class:`Artifact` with ``format``, ``segments``, ``tensors``, ``frames`` and
-        ``tensor(name)``.
-
-    Raises:
-        ArtifactError: (a subclass of) for anything wrong with the file: unknown format,
-            truncated, out of bounds, corrupt, unsupported version.
-        FileNotFoundError / IsADirectoryError / PermissionError: as ``open()`` would.
-
-    Example:
-        >>> art = open("sample_models/mlp_external.pte")   # doctest: +SKIP
-        >>> art.tensors[["name", "storage", "file", "offset"]]   # doctest: +SKIP
-        >>> pt2 = open("sample_models/tied.pt2")            # doctest: +SKIP
-        >>> pt2.tensors[["name", "member", "storage_id", "shared"]]   # doctest: +SKIP
-        >>> pt2.frames["members"], pt2.frames["models"], pt2.frames["graph"]   # doctest: +SKIP
-    """
-    from . import formats
-    from ._fmt import no_gc
-    from .source import Source
-
-    src = Source(path)
-    opened: list[Source] = [src]
-    try:
-        head = src.head(64)
-        reader = formats.detect(head)
-        if reader is None:
-            known = formats.recognised_unreadable(head)
-            if known:
-                raise UnsupportedVersionError(f"{known} files are recognised but not readable yet",
-                                              file=src.path, structure="file header", offset=0)
-            raise UnknownFormatError(
-                f"not a known artifact (first bytes {head[:8]!r}); expected .pte (ET12), "
-                ".ptd (FT01), .bpte (BP08) or .pt2 (zip)", file=src.path,
-                structure="file header", offset=0)
-        if reader is not formats.pte:
-            if data and not getattr(reader, "TAKES_DATA", False):
-                raise TypeError(f"data= applies to .pte programs and ETDump traces, not to "
-                                f"{reader.FORMAT} files")
-            with no_gc():
-                return Artifact(reader.read(src, data=data) if data else reader.read(src))
-        explicit = [_open_data(p, opened) for p in (data or ())]
-
-        def siblings() -> Iterator[Any]:  # parsed lazily, only while keys are unresolved
-            if data is not None:
-                return
-            for p in formats.pte.sibling_data_files(src.path):
-                try:
-                    yield _open_data(p, opened)
-                except (ArtifactError, OSError):
-                    continue  # a broken neighbour is not this program's problem
-
-        with no_gc():
-            return Artifact(formats.pte.read(src, data=explicit, siblings=siblings()))
-    except BaseException:
-        for s in opened:
-            s.close()
-        raise
-
-
-def _open_data(path: str | os.PathLike[str], opened: list) -> Any:
-    """Parse one ``.ptd`` (tracking its source in ``opened`` for cleanup on failure)."""
-    from .formats import ptd
-    from .source import Source
-
-    s = Source(path)
-    try:
-        if not ptd.detect(s.head(8)):
-            raise UnknownFormatError("not a .ptd data file (expected FT01 at byte 4)",
-                                     file=s.path, structure="file header", offset=4)
-        parsed = ptd.read(s)
-    except BaseException:
-        s.close()
-        raise
-    opened.append(s)
-    return parsed

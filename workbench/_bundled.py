@@ -32,7 +32,7 @@ def run_test_cases(art: Artifact, rtol: float = 1e-3, atol: float = 1e-5) -> pd.
     cases = art.frames["test_cases"]
     start = art.info["program_offset"]
     size = art.info["program_size_in_bundle"]
-    src = art._parsed.sources[art.path]
+    src = art.sources[art.path]
     program_bytes = bytes(src.buf[start:start + size])
     program = Runtime.get().load_program(program_bytes)
     rows: list[dict[str, Any]] = []

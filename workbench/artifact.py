@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 import warnings
 from collections.abc import Callable, Iterator, Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from . import frames as _frames
@@ -23,9 +24,12 @@ from .errors import (
     UnsafeContentError,
 )
 from .formats.parsed import Parsed
+from .vocab import SCAN_KINDS
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from .source import Source
 
 __all__ = ["Artifact"]
 
@@ -51,6 +55,9 @@ class _Frames(Mapping):
 
     def __len__(self) -> int:
         return len(self._art._parsed.builders)
+
+    def __contains__(self, name: object) -> bool:  # without building the frame
+        return name in self._art._parsed.builders
 
     def __repr__(self) -> str:
         return f"<frames {list(self)}>"
@@ -90,9 +97,17 @@ class Artifact:
             self._cols[name] = cols
         return cols
 
-    def _plain_columns(self, name: str) -> dict[str, list]:
-        """The columns of frame ``name`` as Python lists, ``None`` for missing values (built
-        once; readers may hand numpy or pandas arrays to the frames)."""
+    def columns(self, name: str) -> dict[str, list]:
+        """The columns of frame ``name`` as Python lists, ``None`` for missing values, without
+        building the DataFrame (built once; what :func:`workbench.scan` collects).
+
+        Raises:
+            KeyError: when this artifact has no frame ``name``.
+
+        Example:
+            >>> art.columns("tensors")["name"][:2]      # doctest: +SKIP
+            ['forward/0', 'forward/1']
+        """
         key = "plain:" + name
         cols = self._cols.get(key)
         if cols is None:
@@ -144,6 +159,19 @@ class Artifact:
         """Paths of the files that make up this artifact (the main file first)."""
         return list(self._parsed.sources)
 
+    @property
+    def sources(self) -> Mapping[str, Source]:
+        """Read-only mapping path -> :class:`~workbench.source.Source` (the mapped file) for
+        every file of the artifact, the main file first."""
+        return MappingProxyType(self._parsed.sources)
+
+    @property
+    def findings(self) -> tuple[dict[str, Any], ...]:
+        """What the reader noticed while parsing without refusing the file (dicts with
+        ``severity``, ``category``, ``structure``, ``offset``, ``message``); :meth:`validate`
+        gives these and its own checks as a frame."""
+        return tuple(self._parsed.findings)
+
     def validate(self) -> pd.DataFrame:
         """Every finding about this artifact (severity, structure, offset, message).
 
@@ -157,7 +185,7 @@ class Artifact:
         """
         from .validate import validate
 
-        return validate(self)
+        return validate(self, self._parsed.extra)
 
     # -- tensor data ------------------------------------------------------------------------
     def _row(self, key: str | tuple[str, int]) -> tuple[str, int]:
@@ -165,7 +193,7 @@ class Artifact:
         if self._by_name is None:
             index: dict[Any, tuple[str, int]] = {}
             for frame in self._parsed.tensor_frames:
-                cols = self._plain_columns(frame)
+                cols = self.columns(frame)
                 names = cols["name"]
                 for i, n in enumerate(names):
                     index.setdefault(n, (frame, i))
@@ -202,7 +230,7 @@ class Artifact:
             ((32, 16), dtype('float32'), False)
         """
         frame, i = self._row(key)
-        cols = self._plain_columns(frame)
+        cols = self.columns(frame)
         name = cols["name"][i]
         offset = cols["offset"][i]
         file = cols["file"][i]
@@ -312,52 +340,97 @@ class Artifact:
         return f"<workbench.Artifact {self.format} {self.path!r}>"
 
     def summary(self) -> dict[str, Any]:
-        """Headline facts as a dict: format, files with sizes, counts, bytes by kind and storage.
+        """Headline facts as a dict: the one summary of an artifact, computed from its plain
+        columns (no DataFrame is built). The CLI, the notebook views and :func:`workbench.scan`
+        all use it.
 
-        Keys: ``format``, ``path``, ``files`` (path -> size), ``total_bytes``, ``segments``,
-        ``tensors``, ``stored_tensor_bytes``, ``bytes_by_kind``, ``tensors_by_storage``,
-        ``methods`` (names, .pte/.bpte), ``findings`` (count), ``top_tensors`` (the 5 largest:
-        name, dtype, shape, nbytes, storage), plus the reader's scalar ``info`` facts.
+        Keys:
+            * every column of the scan ``artifacts`` frame (``workbench.frames.SCHEMAS
+              ["artifacts"]``): ``artifact`` (this path), ``format``, ``size`` (the main file),
+              ``data_files``, ``data_bytes``, ``segments`` (rows of the main file),
+              ``tensors``, ``stored_tensors``, ``stored_tensor_bytes``, ``external``,
+              ``missing``, ``methods``, ``operators``, ``delegates`` (counts, ``None`` where
+              the format has no such table), ``version``, ``findings``, ``<kind>_bytes``,
+              ``other_bytes``, ``padding_pct``;
+            * ``path``, ``files`` (path -> size), ``total_bytes``, ``bytes_by_kind`` (every
+              file, kinds in order of appearance), ``tensors_by_storage`` (most first),
+              ``method_names``, ``top_tensors`` (the 5 largest: name, dtype, shape, nbytes,
+              storage);
+            * the reader's scalar ``info`` facts (where no key above has the name).
 
         Example:
             >>> art.summary()["tensors"]     # doctest: +SKIP
             6
         """
-        seg = self.segments
-        ten = self.tensors
-        stored = ten[ten["offset"].notna()]
-        files = {f: src.size for f, src in self._parsed.sources.items()}
-        top = ten.sort_values("nbytes", ascending=False, kind="stable").head(5)
-        methods: list[str] = []
-        if "methods" in self._parsed.builders:
-            methods = [str(m) for m in self.frames["methods"]["method"]]
+        main = self.path
+        sources = self._parsed.sources
+        builders = self._parsed.builders
+        seg = self.columns("segments")
+        ten = self.columns("tensors")
+        files = {f: src.size for f, src in sources.items()}
+        size = files[main]
+        by_kind_main = dict.fromkeys(SCAN_KINDS, 0)
+        by_kind: dict[str, int] = {}
+        other = nseg = 0
+        for f, k, n in zip(seg["file"], seg["kind"], seg["size"]):
+            by_kind[k] = by_kind.get(k, 0) + n
+            if f != main:
+                continue
+            nseg += 1
+            if k in by_kind_main:
+                by_kind_main[k] += n
+            else:
+                other += n
+        nbytes, offsets, storage = ten["nbytes"], ten["offset"], ten["storage"]
+        stored = [nb for nb, off in zip(nbytes, offsets) if off is not None]
+        counts: dict[str, int] = {}
+        for st in storage:
+            counts[st] = counts.get(st, 0) + 1
+        methods = operators = delegates = None
+        method_names: list[str] = []
+        if "methods" in builders:
+            method_names = [str(m) for m in self.columns("methods")["method"]]
+            methods = len(method_names)
+        if "operators" in builders:
+            operators = len(set(self.columns("operators")["op"]))
+        elif "graph" in builders:
+            operators = len(set(self.columns("graph")["target"]))
+        if "delegates" in builders:
+            delegates = len(self.columns("delegates")["id"])
+        version = self.info.get("version")
+        others = [n for f, n in files.items() if f != main]
+        top = sorted(range(len(nbytes)), key=lambda i: -nbytes[i])[:5]
         return {
-            "format": self.format,
-            "path": self.path,
-            "files": files,
-            "total_bytes": sum(files.values()),
-            "segments": len(seg),
-            "tensors": len(ten),
-            "stored_tensor_bytes": int(stored["nbytes"].sum()),
-            "bytes_by_kind": {str(k): int(v) for k, v in
-                              seg.groupby("kind", observed=True)["size"].sum().items()},
-            "tensors_by_storage": {str(k): int(v) for k, v in
-                                   ten["storage"].value_counts().items() if v},
-            "methods": methods,
-            "findings": len(self._parsed.findings),
-            "top_tensors": [
-                {"name": str(n), "dtype": str(d), "shape": tuple(s), "nbytes": int(b),
-                 "storage": str(st)}
-                for n, d, s, b, st in zip(top["name"], top["dtype"], top["shape"],
-                                          top["nbytes"], top["storage"])],
             **{k: v for k, v in self.info.items() if isinstance(v, (int, str))},
+            # the scan `artifacts` row
+            "artifact": main, "format": self.format, "size": size,
+            "data_files": len(others), "data_bytes": sum(others),
+            "segments": nseg, "tensors": len(ten["name"]),
+            "stored_tensors": len(stored), "stored_tensor_bytes": sum(stored),
+            "external": sum(1 for st in storage if st == "external"),
+            "missing": sum(1 for m in ten.get("missing", ()) if m),
+            "methods": methods, "operators": operators, "delegates": delegates,
+            "version": version if isinstance(version, int) and not isinstance(version, bool) else None,
+            "findings": len(self._parsed.findings),
+            **{f"{k}_bytes": v for k, v in by_kind_main.items()},
+            "other_bytes": other,
+            "padding_pct": 100.0 * by_kind_main["padding"] / size if size else 0.0,
+            # every file of the artifact
+            "path": main, "files": files, "total_bytes": sum(files.values()),
+            "bytes_by_kind": by_kind,
+            "tensors_by_storage": dict(sorted(counts.items(), key=lambda kv: -kv[1])),
+            "method_names": method_names,
+            "top_tensors": [
+                {"name": str(ten["name"][i]), "dtype": str(ten["dtype"][i]),
+                 "shape": tuple(ten["shape"][i]), "nbytes": int(nbytes[i]),
+                 "storage": str(storage[i])} for i in top],
         }
 
     def _repr_html_(self) -> str:
         """A compact overview for notebooks: files with a byte bar each, counts, top tensors."""
         import os
 
-        from .plots import KIND_COLORS, OTHER_COLOR
+        from .vocab import KIND_COLORS, OTHER_COLOR
 
         esc = html.escape
         s = self.summary()
@@ -384,7 +457,7 @@ class Artifact:
                 "<td><div style='display:flex;width:240px;height:12px;border:1px solid #888'>"
                 f"{''.join(spans)}</div></td><td style='font-size:85%'>{legend}</td></tr>")
         storage = " · ".join(f"{esc(k)} {v}" for k, v in s["tensors_by_storage"].items())
-        methods = s["methods"]
+        methods = s["method_names"]
         meth = ""
         if methods:
             shown = ", ".join(esc(m) for m in methods[:6]) + (" …" if len(methods) > 6 else "")
@@ -401,7 +474,7 @@ class Artifact:
             f"<div><b>{esc(os.path.basename(self.path))}</b> · {esc(self.format)} · "
             f"{n_files} file{'s' if n_files != 1 else ''} · {human_bytes(s['total_bytes'])}"
             f"<table>{''.join(rows)}</table>"
-            f"{s['segments']} segments · {s['tensors']} tensors ({storage}) · stored tensor bytes "
+            f"{len(seg)} segments · {s['tensors']} tensors ({storage}) · stored tensor bytes "
             f"{human_bytes(s['stored_tensor_bytes'])}{meth}{finding}"
             f"<br>frames: {', '.join(esc(n) for n in self.frames)}"
             "<table><tr><th>largest tensors</th><th>dtype</th><th>shape</th><th>bytes</th>"

@@ -257,13 +257,13 @@ def _err(msg: object) -> None:
 
 def _files(paths: Sequence[str]) -> list[str]:
     """Files to inspect: files as given; under folders, every artifact (by magic or name)."""
-    from .scan import _is_candidate, discover
+    from .corpus import discover, is_candidate
 
     out: list[str] = []
     for p in paths:
         if os.path.isdir(p):
             found = discover([p], absolute=False)
-            out.extend(f for f, explicit in found if _is_candidate(f, explicit))
+            out.extend(f for f, explicit in found if is_candidate(f, explicit))
         else:
             out.append(p)
     return out
@@ -335,7 +335,7 @@ def _summary_text(art: Any, top: int = 5) -> str:
 
 
 def _open(path: str, data: list[str] | None) -> Any:
-    from . import open as wb_open
+    from ._open import open as wb_open
 
     try:
         return wb_open(path, data=data)
@@ -366,9 +366,9 @@ def _inspect(args: argparse.Namespace) -> int:
             elif args.format == "table":
                 _write_text(("\n" if i else "") + _summary_text(art, args.rows or 5) + "\n", None)
             else:
-                from .scan import _artifact_row
+                from .corpus import artifact_row
 
-                rows.append(_artifact_row(art, path))
+                rows.append(artifact_row(art, path))
         except ArtifactError as e:
             _err(e)
             status = 1
@@ -420,7 +420,7 @@ def _optional(name: str, command: str) -> ModuleType:
     except ImportError as e:
         missing = e.name or str(e)
         raise _Usage(f"'workbench {command}' needs {missing}, which is not installed "
-                     f"(pip install 'workbench[notebook]')") from None
+                     f"(pip install 'pte-workbench[notebook]')") from None
     finally:
         if before is not None:
             setattr(pkg, name, before)
@@ -440,7 +440,7 @@ def _print_summary(summary: Any, rows: int | None) -> None:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    mod = _optional("compare", "compare")
+    mod = _optional("comparison", "compare")
     cmp = mod.compare(args.a, args.b, data_a=args.data_a, data_b=args.data_b, hashes=args.hash)
     try:
         frames = cmp.frames
@@ -483,7 +483,7 @@ def _match_line(t: Any) -> str:
 def _profile(args: argparse.Namespace) -> int:
     import inspect
 
-    mod = _optional("profile", "profile")
+    mod = _optional("profiling", "profile")
     if args.repeat < 1:
         raise _Usage("--repeat must be at least 1")
     paths = [p.strip() for p in args.paths.split(",") if p.strip()] if args.paths else None
@@ -531,7 +531,7 @@ def _plot(args: argparse.Namespace) -> int:
     os.environ.setdefault("MPLBACKEND", "Agg")  # no display needed
     plots = _optional("plots", "plot")
     if len(args.paths) == 2:
-        subject = _optional("compare", "plot A B").compare(*args.paths)
+        subject = _optional("comparison", "plot A B").compare(*args.paths)
     else:
         subject = _open(args.paths[0], None)
     _save(plots.layout(subject, log=args.log), args.out)
@@ -541,7 +541,7 @@ def _plot(args: argparse.Namespace) -> int:
 # -- scan ---------------------------------------------------------------------------------------
 
 def _scan(args: argparse.Namespace) -> int:
-    from .scan import DEFAULT_FRAMES, scan, write
+    from .corpus import DEFAULT_FRAMES, scan, write
 
     frames = tuple(f.strip() for f in args.frames.split(",") if f.strip()) or DEFAULT_FRAMES
     if args.jobs is not None and args.jobs < 1:

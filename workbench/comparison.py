@@ -51,6 +51,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Union
 
 from ._fmt import human_bytes
+from .vocab import CLASSES, KIND_CLASS, NO_BYTES, byte_class
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -63,31 +64,6 @@ __all__ = ["Comparison", "compare", "duplicates", "byte_class", "CLASSES", "KIND
 #: What :func:`compare` accepts for one side: a path, an opened artifact, or a list of paths
 #: (the program first, then its data files: ``[pte, ptd, ...]``).
 ArtifactLike = Union[str, "os.PathLike[str]", "Artifact", Sequence[Union[str, "os.PathLike[str]"]]]
-
-#: The byte classes of the summary, in display order; every segment falls in exactly one.
-CLASSES: tuple[str, ...] = ("weights", "delegate", "flatbuffer", "header", "metadata", "padding",
-                            "other")
-
-#: ``segments.kind`` -> byte class (kinds not listed are ``other``).
-KIND_CLASS: dict[str, str] = {
-    # stored tensor data
-    "constant": "weights", "named_data": "weights", "mutable_data": "weights",
-    "weights": "weights", "constants": "weights", "blob": "weights",
-    # backend payloads and code
-    "delegate": "delegate", "so": "delegate",
-    "flatbuffer": "flatbuffer",
-    # file and archive structure
-    "header": "header", "data_descriptor": "header", "central_directory": "header",
-    "end_record": "header",
-    # descriptions of the model rather than its data
-    "graph": "metadata", "config": "metadata", "metadata": "metadata", "source": "metadata",
-    "sample_inputs": "metadata", "pickle": "metadata",
-    "padding": "padding",
-    "trailing": "other", "unused": "other", "test_data": "other", "other": "other",
-}
-
-#: Storages that hold no bytes of their own: such tensors are not matched or hashed.
-NO_BYTES = frozenset({"planned", "unallocated", "folded"})
 
 #: Largest byte range hashed in full for duplicate detection unless asked (1 GiB: a big tied
 #: embedding still fits). Only ranges whose sampled fingerprints already collide get there.
@@ -102,21 +78,6 @@ _SAMPLES = 16
 _SIDES = ("a", "b")
 
 
-def byte_class(kind: str, name: str = "") -> str:
-    """The summary class of one segment (see :data:`KIND_CLASS`).
-
-    Named data whose key ends in ``_so_blob`` (the AOTI delegate's shared object) is a
-    delegate payload, not weights.
-
-    Example:
-        >>> byte_class("constant"), byte_class("named_data", "abc_so_blob"), byte_class("xyz")
-        ('weights', 'delegate', 'other')
-    """
-    if kind == "named_data" and name.endswith("_so_blob"):
-        return "delegate"
-    return KIND_CLASS.get(kind, "other")
-
-
 # ------------------------------------------------------------------------------------------
 # Opening
 # ------------------------------------------------------------------------------------------
@@ -124,7 +85,7 @@ def byte_class(kind: str, name: str = "") -> str:
 def _open(x: ArtifactLike, data: Sequence[str | os.PathLike[str]] | None, which: str
           ) -> tuple[Artifact, bool]:
     """(artifact, opened_here) for one side."""
-    from . import open as wb_open
+    from ._open import open as wb_open
     from .artifact import Artifact
 
     if isinstance(x, Artifact):
@@ -191,7 +152,7 @@ def compare(a: ArtifactLike, b: ArtifactLike, *,
 
 def _view(art: Artifact, file: str, offset: int, nbytes: int) -> memoryview:
     """Zero-copy, bounds-checked view of a stored byte range of ``art``."""
-    return art._parsed.sources[file].view(offset, nbytes, f"bytes at 0x{offset:x}")
+    return art.sources[file].view(offset, nbytes, f"bytes at 0x{offset:x}")
 
 
 def _sha256(view: memoryview, bar: Any = None) -> str:
@@ -266,7 +227,7 @@ def _na(x: Any) -> Any:
     return x.item() if hasattr(x, "item") else x
 
 
-class _Row:
+class StoredTensor:
     """One tensor row of one side, reduced to what matching and display need."""
 
     __slots__ = ("i", "name", "qual", "mv", "dtype", "shape", "nbytes", "storage", "file",
@@ -292,7 +253,7 @@ class _Row:
             self.file is not None and self.offset is not None) else None
 
 
-def _stored_rows(art: Artifact) -> list[_Row]:
+def stored_tensors(art: Artifact) -> list[StoredTensor]:
     """The rows of ``art.tensors`` that hold bytes (see :data:`NO_BYTES`)."""
     ten = art.tensors
     cols = [c for c in ("name", "fqn", "method", "value", "dtype", "shape", "nbytes", "storage",
@@ -303,11 +264,11 @@ def _stored_rows(art: Artifact) -> list[_Row]:
         rec = {c: data[c][i] for c in cols}
         if rec["offset"] is None and rec["storage"] in NO_BYTES:
             continue
-        rows.append(_Row(i, rec))
+        rows.append(StoredTensor(i, rec))
     return rows
 
 
-def _ranges(art: Artifact, rows: list[_Row]) -> dict[tuple[str, int, int], list[str]]:
+def _ranges(art: Artifact, rows: list[StoredTensor]) -> dict[tuple[str, int, int], list[str]]:
     """Distinct stored byte ranges -> names: tensor bytes and delegate blobs (size > 0)."""
     out: dict[tuple[str, int, int], list[str]] = {}
     for r in rows:
@@ -322,7 +283,7 @@ def _ranges(art: Artifact, rows: list[_Row]) -> dict[tuple[str, int, int], list[
     return out
 
 
-def _duplicate_groups(art: Artifact, side: str, rows: list[_Row], hasher: _Hasher,
+def _duplicate_groups(art: Artifact, side: str, rows: list[StoredTensor], hasher: _Hasher,
                       cap: int | None, everything: bool) -> dict[str, list]:
     """Columns of the duplicates frame for one side (see the module doc for the screening)."""
     ranges = _ranges(art, rows)
@@ -372,7 +333,7 @@ def duplicates(art: Artifact, *, hashes: bool = False, hash_cap: int | None = DU
     """
     from . import frames as _frames
 
-    cols = _duplicate_groups(art, side, _stored_rows(art), _Hasher(progress), hash_cap, hashes)
+    cols = _duplicate_groups(art, side, stored_tensors(art), _Hasher(progress), hash_cap, hashes)
     return _frames.build("compare_duplicates", cols)
 
 
@@ -416,7 +377,7 @@ def _loc_label(storage: str, file: str | None) -> str:
     return f"{storage} ({ext})" if ext else storage
 
 
-def _moved(ra: _Row, rb: _Row) -> str:
+def _moved(ra: StoredTensor, rb: StoredTensor) -> str:
     """``""`` when the bytes stay in the same storage and kind of file, else ``"x → y"``."""
     ext_a = os.path.splitext(ra.file)[1] if ra.file else ""
     ext_b = os.path.splitext(rb.file)[1] if rb.file else ""
@@ -452,7 +413,7 @@ class Comparison:
         self.hashed = False
         self._hasher = _Hasher(progress)
         self._owned = list(_owned)
-        self._rows: dict[str, list[_Row]] = {}
+        self._rows: dict[str, list[StoredTensor]] = {}
         self.frames: _LazyFrames = _LazyFrames(self)
 
     # -- sides ------------------------------------------------------------------------------
@@ -462,10 +423,10 @@ class Comparison:
             raise ValueError(f"side must be 'a' or 'b', not {which!r}")
         return self.a if which == "a" else self.b
 
-    def _stored(self, which: str) -> list[_Row]:
+    def _stored(self, which: str) -> list[StoredTensor]:
         rows = self._rows.get(which)
         if rows is None:
-            rows = self._rows[which] = _stored_rows(self.side(which))
+            rows = self._rows[which] = stored_tensors(self.side(which))
         return rows
 
     def hash(self, progress: bool | None = None) -> Comparison:
@@ -528,7 +489,7 @@ class Comparison:
         p.index = p.index.astype(str)
         return p
 
-    def _match(self) -> list[tuple[str, str | None, _Row | None, _Row | None]]:
+    def _match(self) -> list[tuple[str, str | None, StoredTensor | None, StoredTensor | None]]:
         """(side, rule, row a, row b) in display order."""
         ra, rb = self._stored("a"), self._stored("b")
         free_a = set(range(len(ra)))
@@ -556,11 +517,11 @@ class Comparison:
         pair(lambda r: r.qual, lambda r: r.qual, "name")
         pair(lambda r: r.mv, lambda r: r.mv, "method_value",
              lambda x, y: x.dtype == y.dtype and x.shape == y.shape)
-        out: list[tuple[str, str | None, _Row | None, _Row | None]] = []
+        out: list[tuple[str, str | None, StoredTensor | None, StoredTensor | None]] = []
         extra_a: list[tuple[int, int]] = []
         extra_b: list[tuple[int, int]] = []
         if self.hashed:
-            def digest(r: _Row) -> str | None:
+            def digest(r: StoredTensor) -> str | None:
                 return self._hasher.get(r.key) if r.key is not None else None
 
             pair(digest, digest, "content")

@@ -1,4 +1,4 @@
-"""``workbench.scan``: every artifact under some folders, as one set of frames.
+"""``workbench.corpus`` (``wb.scan``): every artifact under some folders, as one set of frames.
 
 Each file found is opened by itself with :func:`workbench.open` (format by magic, sibling
 ``.ptd`` files attached as usual) and contributes:
@@ -37,8 +37,8 @@ Backends (the same work, the same frames, dtypes and row order — sorted by pat
 Workers return plain columns (lists); frames are built once, from the schemas in
 :mod:`workbench.frames`, so every backend gives identical frames.
 
-Note: ``workbench.scan`` is the *function* (``import workbench as wb; wb.scan(...)``); import
-names from this module with ``from workbench.scan import ...``.
+Note: ``workbench.scan`` is the *function* (``import workbench as wb; wb.scan(...)``); its module is
+``workbench.corpus`` (``from workbench.corpus import discover, write``).
 
 Example:
     >>> import workbench as wb
@@ -57,7 +57,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .frames import SCAN_KINDS, SCHEMAS
+from .frames import SCHEMAS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -165,52 +165,13 @@ def _append(dest: Columns, path: str, cols: dict[str, Any]) -> None:
             values.extend(got.tolist() if hasattr(got, "tolist") else got)
 
 
-def _artifact_row(art: Any, path: str) -> dict[str, Any]:
-    """The ``artifacts`` row of one opened artifact, from its plain columns."""
-    parsed = art._parsed
-    main = art.path
-    builders = parsed.builders
-    seg = art._plain_columns("segments")
-    ten = art._plain_columns("tensors")
-    size = parsed.sources[main].size
-    by_kind = dict.fromkeys(SCAN_KINDS, 0)
-    other = nseg = 0
-    for f, k, s in zip(seg["file"], seg["kind"], seg["size"]):
-        if f != main:
-            continue
-        nseg += 1
-        if k in by_kind:
-            by_kind[k] += s
-        else:
-            other += s
-    offsets = ten["offset"]
-    stored = [nb for nb, off in zip(ten["nbytes"], offsets) if off is not None]
-    storage = ten["storage"]
-    methods = operators = delegates = None
-    if "methods" in builders:
-        methods = len(art._plain_columns("methods")["method"])
-    if "operators" in builders:
-        operators = len(set(art._plain_columns("operators")["op"]))
-    elif "graph" in builders:
-        operators = len(set(art._plain_columns("graph")["target"]))
-    if "delegates" in builders:
-        delegates = len(art._plain_columns("delegates")["id"])
-    version = parsed.info.get("version")
-    others = [s.size for f, s in parsed.sources.items() if f != main]
-    return {
-        "artifact": path, "format": art.format, "size": size,
-        "data_files": len(others), "data_bytes": sum(others),
-        "segments": nseg, "tensors": len(ten["name"]),
-        "stored_tensors": len(stored), "stored_tensor_bytes": sum(stored),
-        "external": sum(1 for s in storage if s == "external"),
-        "missing": sum(1 for m in ten.get("missing", ()) if m),
-        "methods": methods, "operators": operators, "delegates": delegates,
-        "version": version if isinstance(version, int) and not isinstance(version, bool) else None,
-        "findings": len(parsed.findings),
-        **{f"{k}_bytes": v for k, v in by_kind.items()},
-        "other_bytes": other,
-        "padding_pct": 100.0 * by_kind["padding"] / size if size else 0.0,
-    }
+def artifact_row(art: Any, path: str) -> dict[str, Any]:
+    """The ``artifacts`` row of one opened artifact (:meth:`Artifact.summary`, keyed by the
+    scanned ``path``, with exactly the columns of ``frames.SCHEMAS["artifacts"]``)."""
+    s = art.summary()
+    row = {c.name: s.get(c.name) for c in SCHEMAS["artifacts"]}
+    row["artifact"] = path
+    return row
 
 
 def _error_row(path: str, e: BaseException) -> dict[str, Any]:
@@ -227,17 +188,17 @@ def _error_row(path: str, e: BaseException) -> dict[str, Any]:
             "structure": None, "offset": None}
 
 
-def _is_candidate(path: str, explicit: bool) -> bool:
+def is_candidate(path: str, explicit: bool) -> bool:
+    """Whether ``path`` is scanned: named explicitly, named like an artifact, or its first
+    bytes match a known format (:func:`workbench.formats.sniff_path`)."""
     from . import formats
 
     if explicit or path.lower().endswith(ARTIFACT_SUFFIXES):
         return True
     try:
-        with open(path, "rb") as f:
-            head = f.read(64)
+        return formats.sniff_path(path) is not None
     except OSError:
         return True  # let open() report it
-    return formats.detect(head) is not None or formats.recognised_unreadable(head) is not None
 
 
 def scan_chunk(files: Sequence[tuple[str, bool]], frames: Sequence[str]) -> dict[str, Any]:
@@ -251,15 +212,15 @@ def scan_chunk(files: Sequence[tuple[str, bool]], frames: Sequence[str]) -> dict
         >>> len(out["artifacts"]["artifact"])                             # doctest: +SKIP
         1
     """
-    from . import open as wb_open
     from ._fmt import no_gc
+    from ._open import open as wb_open
 
     out: dict[str, Any] = {"artifacts": {c.name: [] for c in SCHEMAS["artifacts"]},
                            "errors": {c.name: [] for c in SCHEMAS["errors"]}, "skipped": []}
     for name in frames:
         out[name] = _empty(name)
     for path, explicit in files:
-        if not _is_candidate(path, explicit):
+        if not is_candidate(path, explicit):
             out["skipped"].append(path)
             continue
         try:
@@ -269,8 +230,8 @@ def scan_chunk(files: Sequence[tuple[str, bool]], frames: Sequence[str]) -> dict
             continue
         try:
             with no_gc():
-                row = _artifact_row(art, path)
-                got = {name: art._plain_columns(name) for name in frames if name in art._parsed.builders}
+                row = artifact_row(art, path)
+                got = {name: art.columns(name) for name in frames if name in art.frames}
                 # append only when the whole file succeeded: no partial rows
                 _add_row(out["artifacts"], row)
                 for name, cols in got.items():

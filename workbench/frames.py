@@ -52,6 +52,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from .vocab import SCAN_KINDS  # the segment kinds with a column in the scan `artifacts` frame
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -70,11 +72,6 @@ class Column(NamedTuple):
 def _c(name: str, dtype: str, doc: str, required: bool = False) -> Column:
     return Column(name, dtype, doc, required)
 
-
-#: Segment kinds with their own ``<kind>_bytes`` column in the scan ``artifacts`` frame; the
-#: bytes of every other kind go to ``other_bytes``.
-SCAN_KINDS = ("header", "flatbuffer", "padding", "constant", "mutable_data", "delegate",
-              "named_data", "test_data", "weights", "constants", "so", "blob", "unused", "trailing")
 
 SCHEMAS: dict[str, list[Column]] = {
     "segments": [

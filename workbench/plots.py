@@ -1,7 +1,7 @@
 """Pictures of artifacts: byte layouts, tensor sizes, module treemaps, memory plans, comparisons.
 
 Plots know frames only (``art.segments``, ``art.tensors``, ``art.frames["memory_plan"]``, a
-:class:`~workbench.compare.Comparison`'s frames); they never parse. matplotlib (and squarify
+:class:`~workbench.comparison.Comparison`'s frames); they never parse. matplotlib (and squarify
 for the treemap) is imported inside the functions, and every function builds a
 ``matplotlib.figure.Figure`` with the object API — no pyplot state — so it works headless,
 in scripts, threads and notebooks. Every function returns the Figure: show it in a notebook
@@ -38,6 +38,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Union
 
 from ._fmt import escape, human_bytes
+from .vocab import CLASS_COLORS, CLASSES, KIND_COLORS, OTHER_COLOR, STORAGE_COLORS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -45,47 +46,10 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from .artifact import Artifact
-    from .compare import Comparison
+    from .comparison import Comparison
 
 __all__ = ["layout", "tensor_sizes", "treemap", "memory_plan", "compare", "load_paths",
            "KIND_COLORS", "STORAGE_COLORS", "CLASS_COLORS"]
-
-#: Segment kind -> colour (ExecuTorch and .pt2 vocabularies; see :mod:`workbench.frames`).
-#: Greens hold weights, oranges backend payloads, blues structure, greys bookkeeping.
-KIND_COLORS: dict[str, str] = {
-    # file and archive structure: greys
-    "header": "#9c9c9c", "data_descriptor": "#c7c7c7", "central_directory": "#7f7f7f",
-    "end_record": "#5f5f5f",
-    # descriptions of the model: blues, teal, brown
-    "flatbuffer": "#4e79a7", "graph": "#1f4e79", "config": "#a0cbe8", "metadata": "#9edae5",
-    "source": "#86bcb6", "sample_inputs": "#9d7660", "pickle": "#e15759",
-    # stored tensor data: greens (and purple for initial values of mutable buffers)
-    "constant": "#59a14f", "weights": "#2e8540", "constants": "#b3de69",
-    "named_data": "#8cd17d", "blob": "#bcbd22", "mutable_data": "#b07aa1",
-    # backend payloads and code: oranges
-    "delegate": "#f28e2b", "so": "#ffbe7d",
-    # the rest
-    "test_data": "#edc948", "padding": "#ffffff", "trailing": "#d4a6c8", "unused": "#d37295",
-    "other": "#bab0ac",
-}
-#: Colour of a kind not in :data:`KIND_COLORS`.
-OTHER_COLOR = "#bab0ac"
-
-#: Tensor storage -> colour (the segment colour of where such bytes live, where one exists).
-STORAGE_COLORS: dict[str, str] = {
-    "segment": KIND_COLORS["constant"], "inline": KIND_COLORS["flatbuffer"],
-    "external": "#499894", "named_data": KIND_COLORS["named_data"],
-    "mutable": KIND_COLORS["mutable_data"], "planned": "#bab0ac", "unallocated": "#e0e0e0",
-    "zip": KIND_COLORS["weights"], "so": KIND_COLORS["so"], "blob": KIND_COLORS["blob"],
-    "pickle": KIND_COLORS["pickle"], "compressed": "#9d7660", "folded": "#d4a6c8",
-}
-
-#: Byte class of a comparison summary -> colour (see :data:`workbench.compare.CLASSES`).
-CLASS_COLORS: dict[str, str] = {
-    "weights": KIND_COLORS["constant"], "delegate": KIND_COLORS["delegate"],
-    "flatbuffer": KIND_COLORS["flatbuffer"], "header": KIND_COLORS["header"],
-    "metadata": KIND_COLORS["config"], "padding": "#ffffff", "other": OTHER_COLOR,
-}
 
 #: Link colours in :func:`compare`: by what happened to the matched tensor.
 LINK_COLORS: dict[str, str] = {"moved": "#e15759", "kept": "#4e79a7", "copy": "#b07aa1"}
@@ -289,7 +253,7 @@ class _Scale:
 
 def _bands_of(obj: PlotSource) -> list[tuple[str, str, str, pd.DataFrame]]:
     """(label prefix, side, file, segments of the file) for every file, in display order."""
-    from .compare import Comparison
+    from .comparison import Comparison
 
     sides = ([("a: ", "a", obj.a), ("b: ", "b", obj.b)] if isinstance(obj, Comparison)
              else [("", "", obj)])
@@ -358,12 +322,12 @@ def layout(obj: PlotSource, log: bool = False) -> Figure:
     """Byte map: one horizontal band per file, every segment a span coloured by its kind.
 
     Padding is hatched; big spans are labelled with name and size; the legend names every
-    kind drawn. Pass a :class:`~workbench.compare.Comparison` to stack both sides' files.
+    kind drawn. Pass a :class:`~workbench.comparison.Comparison` to stack both sides' files.
     With ``log=True`` each span is as wide as log2(1 + size/16) (file order kept), so a
     16 KiB flatbuffer stays visible next to 400 MiB of weights (10 vs 24.6 units).
 
     Args:
-        obj: an :class:`~workbench.Artifact` or a :class:`~workbench.compare.Comparison`.
+        obj: an :class:`~workbench.Artifact` or a :class:`~workbench.comparison.Comparison`.
         log: log-scaled widths instead of byte offsets.
 
     Returns:
@@ -400,7 +364,7 @@ def layout(obj: PlotSource, log: bool = False) -> Figure:
 
 
 def _layout_title(obj: PlotSource, log: bool) -> str:
-    from .compare import Comparison
+    from .comparison import Comparison
 
     if isinstance(obj, Comparison):
         what = (f"{_text(os.path.basename(obj.a.path))} vs "
@@ -493,7 +457,7 @@ def treemap(art: Artifact) -> Figure:
     from matplotlib import colormaps
     from matplotlib.patches import Rectangle
 
-    from .compare import _stored_rows
+    from .comparison import stored_tensors
 
     sizes: dict[str, int] = {}
     counts: dict[str, int] = {}
@@ -501,7 +465,7 @@ def treemap(art: Artifact) -> Figure:
     ten = art.tensors
     fqns = ten["fqn"].tolist() if "fqn" in ten.columns else [None] * len(ten)
     methods = ten["method"].tolist() if "method" in ten.columns else [None] * len(ten)
-    for r in _stored_rows(art):
+    for r in stored_tensors(art):
         loc = r.key if r.key is not None else ("row", r.i)
         if loc in seen or r.nbytes <= 0:
             continue
@@ -665,7 +629,7 @@ def compare(cmp: Comparison, log: bool = False) -> Figure:
     other) with the change.
 
     Args:
-        cmp: a :class:`~workbench.compare.Comparison` (``wb.compare(a, b)``).
+        cmp: a :class:`~workbench.comparison.Comparison` (``wb.compare(a, b)``).
         log: log-scaled widths in the layouts.
 
     Returns:
@@ -682,7 +646,6 @@ def compare(cmp: Comparison, log: bool = False) -> Figure:
     from matplotlib.collections import PolyCollection
     from matplotlib.patches import Patch, Rectangle
 
-    from .compare import CLASSES
 
     bands = _bands_of(cmp)
     n_a = sum(1 for b in bands if b[1] == "a")
@@ -784,7 +747,7 @@ def compare(cmp: Comparison, log: bool = False) -> Figure:
 def load_paths(profile: Any) -> Figure:
     """Bars of GB/s per load path with the rooflines as lines, and held memory below.
 
-    The same figure as :meth:`workbench.profile.Profile.plot`, here so that every picture
+    The same figure as :meth:`workbench.profiling.Profile.plot`, here so that every picture
     the workbench draws is in this module.
 
     Example:

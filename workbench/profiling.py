@@ -115,7 +115,7 @@ def make_plan(artifact: Artifact | str | os.PathLike[str], *,
         >>> plan.format, len(plan.tensors), plan.tensor_bytes       # doctest: +SKIP
         ('pte', 4, 3232)
     """
-    from . import open as wb_open
+    from ._open import open as wb_open
     from .artifact import Artifact
     from .errors import UnknownFormatError, UnsupportedVersionError
     from .loadpaths import Plan

@@ -8,6 +8,7 @@ problems the reader noted while parsing plus checks over the frames — as a fra
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -21,8 +22,13 @@ __all__ = ["validate"]
 TENSOR_ALIGNMENT = 16
 
 
-def validate(art: Artifact) -> pd.DataFrame:
+def validate(art: Artifact, extra: Mapping[str, Any] | None = None) -> pd.DataFrame:
     """Run every check on ``art``; returns the findings frame (empty when all is well).
+
+    Args:
+        art: the opened artifact.
+        extra: the reader's format-specific facts (``Parsed.extra``: the byte span of an
+            embedded program, how ``.ptd`` siblings were chosen); ``Artifact.validate`` passes them.
 
     Example:
         >>> wb.open("sample_models/mlp_external.pte", data=[]).validate()  # doctest: +SKIP
@@ -36,11 +42,13 @@ def validate(art: Artifact) -> pd.DataFrame:
     frames = art.frames
     for name in frames:  # builders may add findings while they run
         frames[name]
-    found: list[dict[str, Any]] = list(art._parsed.findings)
+    extra = extra or {}
+    sources = art.sources
+    found: list[dict[str, Any]] = list(art.findings)
     seg = frames["segments"]
     for file, group in seg.groupby("file", sort=False):
-        size = art._parsed.sources[file].size if file in art._parsed.sources else None
-        found.extend(_coverage(art, file, size, group))
+        size = sources[file].size if file in sources else None
+        found.extend(_coverage(art, file, size, group, extra))
         for r in group.itertuples():
             if r.kind == "unused" and r.size:
                 found.append(_f("warning", r.name, r.offset,
@@ -55,7 +63,7 @@ def validate(art: Artifact) -> pd.DataFrame:
     ten = frames["tensors"]
     stored = ten[ten["offset"].notna()]
     for r in stored.itertuples():
-        src = art._parsed.sources.get(r.file)
+        src = sources.get(r.file)
         reach = int(r.nbytes)
         strides = r.strides if "strides" in ten.columns else None
         if isinstance(strides, tuple) and reach:  # a view: from its first to its last element
@@ -86,7 +94,7 @@ def validate(art: Artifact) -> pd.DataFrame:
             found.append(_f("error", f"{r.method} value {r.value}", None,
                             f"planned at [{r.offset}, {r.end}) outside arena {r.mem_id} "
                             f"of {r.buffer_size} bytes"))
-    found.extend(_data_choice(art))
+    found.extend(_data_choice(art, extra))
     return _frames.build("findings", {
         "severity": [x["severity"] for x in found],
         "structure": [x["structure"] for x in found],
@@ -95,13 +103,13 @@ def validate(art: Artifact) -> pd.DataFrame:
     })
 
 
-def _coverage(art: Artifact, file: str, size: int | None, group: pd.DataFrame
-              ) -> list[dict[str, Any]]:
+def _coverage(art: Artifact, file: str, size: int | None, group: pd.DataFrame,
+              extra: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The rows of one file must tile it: sorted, each starting where the one before ends,
     from 0 to the file size (for a program embedded in a ``.bpte``: its own byte range)."""
     if size is None:
         return []
-    lo, hi = art._parsed.extra.get("span", (0, size)) if file == art.path else (0, size)
+    lo, hi = extra.get("span", (0, size)) if file == art.path else (0, size)
     off = group["offset"].to_numpy("int64")
     end = off + group["size"].to_numpy("int64")
     breaks = (off[1:] != end[:-1]).nonzero()[0]
@@ -116,7 +124,7 @@ def _coverage(art: Artifact, file: str, size: int | None, group: pd.DataFrame
     return []
 
 
-def _data_choice(art: Artifact) -> list[dict[str, Any]]:
+def _data_choice(art: Artifact, extra: Mapping[str, Any]) -> list[dict[str, Any]]:
     """``info`` findings saying which ``.ptd`` files next to a program were attached and why,
     and which other ``.ptd`` files there would also have fitted (they are parsed here, not at
     open: candidates are tried named-like-the-program first and only until every key is
@@ -128,7 +136,6 @@ def _data_choice(art: Artifact) -> list[dict[str, Any]]:
     from .formats.pte import sibling_data_files
     from .source import Source
 
-    extra = art._parsed.extra
     choice: dict[str, tuple[str, int]] = extra.get("data_choice") or {}
     auto = [path for path, (how, _) in choice.items() if how == "sibling"]
     if not auto:

@@ -33,20 +33,35 @@ path cannot run here (a missing package, no GPU).
 
 from __future__ import annotations
 
-import ctypes
-import dataclasses
 import gc
-import importlib
 import json
-import mmap
 import os
 import resource
 import sys
 import time
 import traceback
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
+
+# Register the built-in paths (these modules import nothing heavy at import time).
+# Import order = registry order: CPU paths, CUDA copies, then the real loaders of runtime.py.
+from . import cpu, cuda, runtime  # noqa: F401 - imported to register their paths
+from ._base import (
+    COLD_THRESHOLD,
+    PATHS,
+    ROOFLINE,
+    LoadPath,
+    Plan,
+    RunContext,
+    Skip,
+    _cuda_torch,
+    _error_text,
+    evict,
+    memory_snapshot,
+    register,
+    reset_peak,
+    resident_fraction,
+    resolve,
+)
 
 __all__ = [
     "PATHS",
@@ -62,431 +77,10 @@ __all__ = [
     "evict",
     "reset_peak",
     "ROOFLINE",
+    "run_once",
+    "measure_rooflines",
+    "BOOT",
 ]
-
-PAGE = mmap.PAGESIZE
-
-#: Name of the pseudo path a worker runs to measure the rooflines (``+cuda``: with the
-#: pinned host-to-device copy).
-ROOFLINE = "__roofline__"
-
-
-class Skip(Exception):
-    """Raised by a path's setup or run when it cannot run here; the message is the reason."""
-
-
-# ------------------------------------------------------------------------------------------
-# What the parent hands to a worker
-# ------------------------------------------------------------------------------------------
-
-@dataclass
-class Plan:
-    """Everything a worker needs about the artifact, computed once by the parent (JSON-able).
-
-    Attributes:
-        format: ``pte`` | ``ptd`` | ``bpte`` | ``pt2`` | ``raw`` (a file workbench cannot read:
-            only whole-file paths apply).
-        path: the main file.
-        files: every file of the artifact, the main file first (data files follow).
-        sizes: their sizes in bytes.
-        data_files: the ``.ptd`` files a ``.pte`` is loaded with (``data_path=``).
-        tensors: unique stored byte ranges ``[file index, offset, nbytes, dtype, name]``
-            (tied tensors and views counted once).
-        methods: method names (``.pte``/``.bpte``).
-        delegates: backend ids of the program's delegates.
-        pt2_kind: ``export`` (``torch.export.save``) | ``aoti`` (AOTInductor package) | None.
-        readable: workbench can open the file (its tensor names give views).
-        unreadable: why not, when it cannot.
-        trusted: the user allowed paths that execute content (unpickling, ``dlopen``).
-        open_data: ``data=`` for ``workbench.open`` in a worker (None: the default lookup).
-        custom: path name -> LoadPath fields, for paths not in :data:`PATHS`.
-    """
-
-    format: str
-    path: str
-    files: list[str]
-    sizes: list[int]
-    data_files: list[str] = field(default_factory=list)
-    tensors: list[list[Any]] = field(default_factory=list)
-    methods: list[str] = field(default_factory=list)
-    delegates: list[str] = field(default_factory=list)
-    pt2_kind: str | None = None
-    readable: bool = True
-    unreadable: str = ""
-    trusted: bool = False
-    open_data: list[str] | None = None
-    custom: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-    def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self))
-
-    @classmethod
-    def from_json(cls, text: str) -> Plan:
-        return cls(**json.loads(text))
-
-    @property
-    def total_bytes(self) -> int:
-        """Bytes of every file."""
-        return sum(self.sizes)
-
-    @property
-    def tensor_bytes(self) -> int:
-        """Bytes of the unique stored tensor ranges."""
-        return sum(int(t[2]) for t in self.tensors)
-
-    def payload_bytes(self) -> int:
-        """What a device path moves: the stored tensor bytes, or every file without a table."""
-        return self.tensor_bytes if self.tensors else self.total_bytes
-
-
-# ------------------------------------------------------------------------------------------
-# Paths and the registry
-# ------------------------------------------------------------------------------------------
-
-#: Which files a path reads: every file of the artifact, only the main file, or the main
-#: file plus the ``.ptd`` files it is loaded with.
-FILES_CHOICES = ("all", "program", "program+data")
-
-#: Rooflines a path can be compared with (measured in the same profile run).
-ROOFLINES = ("memcpy", "page_cache_read", "h2d_pinned")
-
-
-def _always(plan: Plan) -> str | None:
-    return None
-
-
-@dataclass(frozen=True)
-class LoadPath:
-    """One way of loading the bytes.
-
-    Attributes:
-        name: registry key, the ``path`` column of the profile frame.
-        run: ``run(ctx)`` — the timed work; must leave what it loaded in ``ctx.keep``.
-        device: ``cpu`` | ``cuda``.
-        roofline: the limit it is compared with: ``memcpy`` | ``page_cache_read`` |
-            ``h2d_pinned``.
-        applies: ``applies(plan) -> reason | None``, evaluated in the parent: a reason makes
-            the path a ``skipped`` row (wrong format, missing package, untrusted file).
-        setup: ``setup(ctx)``, untimed, before eviction and the baseline (imports, CUDA
-            context).
-        files: ``all`` | ``program`` | ``program+data`` (see :data:`FILES_CHOICES`).
-        copies: whether the path copies the bytes (False: zero-copy, pages are mapped).
-        doc: one line for tables and ``--help``.
-    """
-
-    name: str
-    run: Callable[[RunContext], None]
-    device: str = "cpu"
-    roofline: str = "memcpy"
-    applies: Callable[[Plan], str | None] = _always
-    setup: Callable[[RunContext], None] | None = None
-    files: str = "all"
-    copies: bool = True
-    doc: str = ""
-
-    def __post_init__(self) -> None:
-        if self.device not in ("cpu", "cuda"):
-            raise ValueError(f"device must be 'cpu' or 'cuda', not {self.device!r}")
-        if self.roofline not in ROOFLINES:
-            raise ValueError(f"roofline must be one of {ROOFLINES}, not {self.roofline!r}")
-        if self.files not in FILES_CHOICES:
-            raise ValueError(f"files must be one of {FILES_CHOICES}, not {self.files!r}")
-
-    def spec(self) -> dict[str, Any]:
-        """The JSON-able description a worker rebuilds this path from (custom paths)."""
-        return {"run": _target(self.run), "setup": _target(self.setup) if self.setup else None,
-                "device": self.device, "roofline": self.roofline, "files": self.files,
-                "copies": self.copies, "doc": self.doc}
-
-
-#: name -> LoadPath, in registration order (CPU paths, then runtime, then CUDA).
-PATHS: dict[str, LoadPath] = {}
-
-
-def register(name: str, *, device: str = "cpu", roofline: str = "memcpy",
-             applies: Callable[[Plan], str | None] | None = None,
-             setup: Callable[[RunContext], None] | None = None, files: str = "all",
-             copies: bool = True, doc: str = "") -> Callable[[Callable], Callable]:
-    """Decorator: register ``fn`` as load path ``name`` in :data:`PATHS` (see the module doc).
-
-    The same function may be registered under several names (with different ``applies``).
-    """
-
-    def deco(fn: Callable[[RunContext], None]) -> Callable[[RunContext], None]:
-        PATHS[name] = LoadPath(name, fn, device=device, roofline=roofline,
-                               applies=applies or _always, setup=setup, files=files,
-                               copies=copies, doc=doc or (fn.__doc__ or "").strip().split("\n")[0])
-        return fn
-
-    return deco
-
-
-def _target(fn: Callable) -> str:
-    mod = getattr(fn, "__module__", None)
-    qual = getattr(fn, "__qualname__", "")
-    if not mod or mod == "__main__" or "<" in qual:
-        raise ValueError(f"load path function {fn!r} must be a module-level function of an "
-                         "importable module (workers import it by name)")
-    return f"{mod}:{qual}"
-
-
-def _load_target(target: str) -> Callable:
-    mod, _, qual = target.partition(":")
-    obj: Any = importlib.import_module(mod)
-    for part in qual.split("."):
-        obj = getattr(obj, part)
-    return obj
-
-
-def resolve(name: str, plan: Plan) -> LoadPath:
-    """The path called ``name``: from :data:`PATHS`, else from the plan's custom specs."""
-    lp = PATHS.get(name)
-    if lp is not None:
-        return lp
-    spec = plan.custom.get(name)
-    if spec is None:
-        raise KeyError(f"unknown load path {name!r}; known: {', '.join(PATHS)}")
-    return LoadPath(name, _load_target(spec["run"]), device=spec["device"],
-                    roofline=spec["roofline"],
-                    setup=_load_target(spec["setup"]) if spec.get("setup") else None,
-                    files=spec["files"], copies=spec["copies"], doc=spec.get("doc", ""))
-
-
-# ------------------------------------------------------------------------------------------
-# The context a path runs in
-# ------------------------------------------------------------------------------------------
-
-class RunContext:
-    """What a path sees: the plan, its files, and where it records what it did.
-
-    Attributes:
-        plan: the :class:`Plan`.
-        files: the files this path reads (see :attr:`LoadPath.files`).
-        state: scratch space from ``setup`` to ``run`` (imports, buffers).
-        bytes / bytes_copied: set by :meth:`moved`.
-        notes: short remarks that end up in the ``note`` column.
-    """
-
-    def __init__(self, plan: Plan, path: LoadPath) -> None:
-        self.plan = plan
-        self.path = path
-        if path.files == "program":
-            self.files = [plan.path]
-        elif path.files == "program+data":
-            self.files = [plan.path, *plan.data_files]
-        else:
-            self.files = list(plan.files)
-        self.state: dict[str, Any] = {}
-        self.bytes: int | None = None
-        self.bytes_copied: int | None = None
-        self.notes: list[str] = []
-        self._kept: list[Any] = []
-
-    def keep(self, obj: Any) -> Any:
-        """Hold ``obj`` alive until the measurement is taken; returns it."""
-        self._kept.append(obj)
-        return obj
-
-    def moved(self, nbytes: int, copied: int = 0) -> None:
-        """Record the bytes made available and how many of them were copied."""
-        self.bytes = int(nbytes)
-        self.bytes_copied = int(copied)
-
-    def note(self, text: str) -> None:
-        """Add a remark to the row's ``note`` column."""
-        self.notes.append(text)
-
-    def size(self, file: str) -> int:
-        try:
-            return self.plan.sizes[self.plan.files.index(file)]
-        except ValueError:
-            return os.path.getsize(file)
-
-    def tensor_ranges(self) -> list[tuple[str, int, int, str, str]]:
-        """Unique stored ranges ``(file, offset, nbytes, dtype, name)`` of this path's files."""
-        files = self.plan.files
-        mine = set(self.files)
-        return [(files[t[0]], int(t[1]), int(t[2]), t[3], t[4]) for t in self.plan.tensors
-                if files[t[0]] in mine]
-
-    def extents(self) -> list[tuple[str, int, int]]:
-        """Byte ranges a device path moves: stored tensors, or whole files without a table."""
-        if self.plan.tensors:
-            return [(f, o, n) for f, o, n, _, _ in self.tensor_ranges() if n > 0]
-        return [(f, 0, self.size(f)) for f in self.files if self.size(f) > 0]
-
-    def maps(self) -> dict[str, mmap.mmap]:
-        """A read-only map of each of this path's non-empty files (kept alive)."""
-        out = {}
-        for f in dict.fromkeys(self.files):
-            if self.size(f) == 0:
-                continue
-            with open(f, "rb") as fh:
-                out[f] = self.keep(mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ))
-        return out
-
-
-# ------------------------------------------------------------------------------------------
-# What the OS tells about memory and the page cache (Linux; None elsewhere)
-# ------------------------------------------------------------------------------------------
-
-_STATUS_KEYS = ("VmHWM", "VmRSS", "RssAnon", "RssFile", "RssShmem", "VmLck")
-
-
-def _read_kb_table(path: str, keys: tuple[str, ...] | None = None) -> dict[str, int]:
-    out: dict[str, int] = {}
-    try:
-        with open(path) as f:
-            for line in f:
-                k, _, v = line.partition(":")
-                parts = v.split()
-                if len(parts) == 2 and parts[1] == "kB" and (keys is None or k in keys):
-                    out[k] = int(parts[0]) * 1024
-    except OSError:
-        pass
-    return out
-
-
-def memory_snapshot() -> dict[str, int | None]:
-    """Bytes: ``hwm``, ``rss``, ``anon``, ``file`` (file-backed + shmem), ``locked``.
-
-    From ``/proc/self/status``; ``anon``/``file`` fall back to ``/proc/self/smaps_rollup``
-    (``Anonymous``, ``Rss - Anonymous``) on kernels without ``RssAnon``; ``None`` where the
-    OS tells nothing.
-
-    Example:
-        >>> snap = memory_snapshot()
-        >>> sorted(snap)
-        ['anon', 'file', 'hwm', 'locked', 'rss']
-    """
-    st = _read_kb_table("/proc/self/status", _STATUS_KEYS)
-    anon = st.get("RssAnon")
-    file = None if "RssFile" not in st else st["RssFile"] + st.get("RssShmem", 0)
-    if anon is None or file is None:
-        roll = _read_kb_table("/proc/self/smaps_rollup", ("Rss", "Anonymous", "Locked"))
-        if "Anonymous" in roll and "Rss" in roll:
-            anon = roll["Anonymous"]
-            file = roll["Rss"] - roll["Anonymous"]
-    hwm = st.get("VmHWM")
-    if hwm is None:
-        hwm = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    return {"hwm": hwm, "rss": st.get("VmRSS"), "anon": anon, "file": file,
-            "locked": st.get("VmLck")}
-
-
-def reset_peak() -> bool:
-    """Reset the RSS high-water mark (``echo 5 > /proc/self/clear_refs``); False if refused."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
-
-
-_libc: Any = None
-
-
-def _c() -> Any:
-    global _libc
-    if _libc is None:
-        lib = ctypes.CDLL(None, use_errno=True)
-        lib.mmap.restype = ctypes.c_void_p
-        lib.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
-                             ctypes.c_int, ctypes.c_long]
-        lib.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-        lib.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
-        _libc = lib
-    return _libc
-
-
-def _resident_pages(path: str) -> tuple[int, int] | None:
-    """(resident pages, pages) of ``path`` in the page cache, via ``mincore`` on a fresh map.
-
-    The map is made with libc's ``mmap`` and never touched, so the check faults nothing in.
-    """
-    size = os.path.getsize(path)
-    if size == 0:
-        return 0, 0
-    try:
-        lib = _c()
-    except OSError:
-        return None
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        addr = lib.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
-        if addr is None or addr == ctypes.c_void_p(-1).value:
-            return None
-        try:
-            pages = (size + PAGE - 1) // PAGE
-            vec = (ctypes.c_ubyte * pages)()
-            if lib.mincore(addr, size, vec) != 0:
-                return None
-            return sum(b & 1 for b in bytes(vec)), pages
-        finally:
-            lib.munmap(addr, size)
-    finally:
-        os.close(fd)
-
-
-def resident_fraction(paths: list[str]) -> float | None:
-    """Fraction of the pages of ``paths`` that are in the page cache (None: cannot tell).
-
-    Example:
-        >>> 0.0 <= resident_fraction(["sample_models/mlp_portable.pte"]) <= 1.0   # doctest: +SKIP
-        True
-    """
-    res = tot = 0
-    for p in dict.fromkeys(paths):
-        r = _resident_pages(p)
-        if r is None:
-            return None
-        res += r[0]
-        tot += r[1]
-    return res / tot if tot else 0.0
-
-
-def evict(paths: list[str]) -> None:
-    """Ask the kernel to drop the files' pages from the page cache.
-
-    ``fsync`` first (dirty pages cannot be dropped), then
-    ``posix_fadvise(POSIX_FADV_DONTNEED)``. Pages another process still maps stay resident:
-    check with :func:`resident_fraction` (the profiler reports what it achieved).
-    """
-    advise = getattr(os, "posix_fadvise", None)
-    for p in dict.fromkeys(paths):
-        fd = os.open(p, os.O_RDONLY)
-        try:
-            try:
-                os.fsync(fd)
-            except OSError:
-                pass
-            if advise is not None:
-                advise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
-
-
-# ------------------------------------------------------------------------------------------
-# The worker: one path, one run, one fresh process
-# ------------------------------------------------------------------------------------------
-
-#: A worker counts as cold when at most this fraction of its files' pages is resident.
-COLD_THRESHOLD = 0.02
-
-
-def _error_text(exc: BaseException) -> str:
-    msg = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {msg[0] if msg else ''}"[:500]
-
-
-def _cuda_torch(lp: LoadPath) -> Any:
-    if lp.device != "cuda":
-        return None
-    torch = sys.modules.get("torch")
-    if torch is None or not torch.cuda.is_available() or not torch.cuda.is_initialized():
-        return None
-    return torch
 
 
 def run_once(plan: Plan, name: str, cold: bool) -> dict[str, Any]:
@@ -596,6 +190,3 @@ def worker_main(argv: list[str]) -> int:
 BOOT = ("import sys; from workbench.loadpaths import worker_main; "
         "worker_main(sys.argv[1:])")
 
-# Register the built-in paths (these modules import nothing heavy at import time).
-# Import order = registry order: CPU paths, CUDA copies, then the real loaders of runtime.py.
-from . import cpu, cuda, runtime  # noqa: E402,F401

@@ -29,7 +29,7 @@ import importlib.util
 import time
 from typing import Any
 
-from . import PAGE, Plan, RunContext, Skip, register
+from ._base import PAGE, Plan, RunContext, Skip, register
 
 MiB = 1 << 20
 #: Size of each of the two pinned staging buffers of ``pinned_h2d``.

@@ -25,8 +25,8 @@ import importlib.util
 import warnings
 from typing import Any
 
-from . import Plan, RunContext, Skip, register
-from .cpu import _views_setup, needs_tensors, needs_torch, workbench_views
+from ._base import Plan, RunContext, Skip, register
+from .cpu import needs_tensors, needs_torch, views_setup, workbench_views
 
 # -- applicability -----------------------------------------------------------------------------
 
@@ -196,7 +196,7 @@ def pt2_export_load(ctx: RunContext) -> None:
     ctx.moved(n, copied=n)
 
 
-@register("pt2_views", files="program", copies=False, applies=_pt2_views, setup=_views_setup,
+@register("pt2_views", files="program", copies=False, applies=_pt2_views, setup=views_setup,
           doc="workbench.open + art.tensor(name) for every tensor of the archive, then touch")
 def pt2_views(ctx: RunContext) -> None:
     """Our zero-copy views of a ``.pt2`` (the same function as ``wb_views``)."""

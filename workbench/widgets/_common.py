@@ -2,8 +2,8 @@
 HTML table, a figure view, and in-widget error reporting.
 
 Everything here works on frames, figures and paths; nothing parses artifact bytes (the
-picker peeks at 64 bytes and asks :func:`workbench.formats.detect`, the readers' own magic
-check).
+picker peeks at the first bytes and asks :func:`workbench.formats.sniff_path`, the readers' own
+magic check).
 """
 
 from __future__ import annotations
@@ -46,24 +46,17 @@ F = TypeVar("F", bound=Callable[..., Any])
 def detect_format(path: str | os.PathLike[str]) -> str | None:
     """The artifact format of the file at ``path`` by its magic bytes, else ``None``.
 
-    Peeks at the first 64 bytes only; formats recognised but not readable yet (e.g. ``.pt2``
-    before its reader exists) are reported too, so the picker can list them and opening one
-    shows why it cannot be read.
+    Peeks at the first bytes only (:func:`workbench.formats.sniff_path`).
 
     Example:
         >>> detect_format("sample_models/mlp_portable.pte")      # doctest: +SKIP
         'pte'
     """
     try:
-        with open(path, "rb") as f:
-            head = f.read(64)
+        reader = formats.sniff_path(path)
     except OSError:
         return None
-    reader = formats.detect(head)
-    if reader is not None:
-        return str(getattr(reader, "FORMAT", reader.__name__.rsplit(".", 1)[-1]))
-    known = formats.recognised_unreadable(head)
-    return known.split(" ", 1)[0] if known else None
+    return None if reader is None else str(getattr(reader, "FORMAT", reader.__name__.rsplit(".", 1)[-1]))
 
 
 def find_artifacts(folder: str | os.PathLike[str]) -> list[tuple[str, str]]:

@@ -13,7 +13,7 @@ from ._common import ArtifactPicker, FigureView, PagedTable, StatusLine, note_ht
 if TYPE_CHECKING:
     import pandas as pd
 
-    from ..compare import Comparison
+    from ..comparison import Comparison
 
 __all__ = ["CompareView"]
 
@@ -40,7 +40,7 @@ class CompareView(widgets.VBox):
             of every weight byte, cheap for small artifacts.
 
     Attributes:
-        cmp: the current :class:`~workbench.compare.Comparison` (``None`` on error).
+        cmp: the current :class:`~workbench.comparison.Comparison` (``None`` on error).
         picker_a, picker_b, status: the controls.
         summary_html: whole-side bytes per metric (``cmp.delta()``) and file sizes.
         tensor_table, duplicate_table: paged tables; ``show`` filters the tensor rows.
@@ -90,7 +90,7 @@ class CompareView(widgets.VBox):
             self.cmp = None
         self.status.clear()
         try:
-            from ..compare import compare
+            from ..comparison import compare
 
             if self.picker_a.path and self.picker_b.path:
                 self.cmp = compare(self.picker_a.path, self.picker_b.path, hashes=self.hashes.value)

@@ -117,7 +117,7 @@ class Explorer(widgets.VBox):
     # -- opening ------------------------------------------------------------------------------
     def load(self, path: str) -> None:
         """Open ``path`` and redraw the visible tab (errors are shown in red)."""
-        import workbench as wb
+        from .._open import open as wb_open
 
         old, self.art = self.art, None
         if old is not None:
@@ -126,7 +126,7 @@ class Explorer(widgets.VBox):
         self._stale = set(range(len(self.TABS)))
         if path:
             try:
-                self.art = wb.open(path, data=self.data)
+                self.art = wb_open(path, data=self.data)
             except Exception as exc:  # shown in the widget
                 self.status.show_error(exc)
         self._reset_controls()

@@ -12,7 +12,7 @@ import ipywidgets as widgets
 from ._common import ArtifactPicker, FigureView, PagedTable, StatusLine, guarded, note_html
 
 if TYPE_CHECKING:
-    from ..profile import Profile
+    from ..profiling import Profile
 
 __all__ = ["LoadPathProfiler", "DEFAULT_PATHS"]
 
@@ -40,7 +40,7 @@ class LoadPathProfiler(widgets.VBox):
         trusted: allow paths that execute content from the file (unpickling, ``dlopen``).
 
     Attributes:
-        result: the last :class:`~workbench.profile.Profile` (``None`` before a run).
+        result: the last :class:`~workbench.profiling.Profile` (``None`` before a run).
         checks: path name -> its checkbox; ``cold``, ``repeat``, ``run_button``, ``progress``,
             ``table``, ``chart``, ``status``: the other controls.
 
@@ -88,7 +88,7 @@ class LoadPathProfiler(widgets.VBox):
         """One checkbox per registered path; disabled (with the reason) where it cannot run."""
         from ..loadpaths import PATHS
         from ..loadpaths.cuda import cuda_unavailable
-        from ..profile import make_plan
+        from ..profiling import make_plan
 
         self.status.clear()
         self.checks, self.reasons, rows = {}, {}, []
@@ -117,7 +117,7 @@ class LoadPathProfiler(widgets.VBox):
     @guarded
     def run(self) -> Profile | None:
         """Profile the ticked paths (what the Run button does); returns the :class:`Profile`."""
-        import workbench as wb
+        from ..profiling import profile
 
         names = self.selected
         if not names:
@@ -128,7 +128,7 @@ class LoadPathProfiler(widgets.VBox):
         self.progress_label.value = f"running {len(names)} paths × {self.repeat.value}…"
         try:
             with self.progress:  # the progress bar of workbench.profile appears here
-                self.result = wb.profile(self.picker.path, paths=names, cold=self.cold.value,
+                self.result = profile(self.picker.path, paths=names, cold=self.cold.value,
                                          repeat=self.repeat.value, data=self.data, progress=True,
                                          trusted=self.trusted)
         finally:
