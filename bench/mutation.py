@@ -1,0 +1,612 @@
+"""Mutation testing of the readers with mutmut 3.8: how many small code changes does the
+suite notice?
+
+mutmut rewrites every function of the configured modules into many *mutants* (one small
+change each: an operator, a constant, a comparison, a removed argument, ...), records once
+which tests reach which function (the "stats" run, the selected suite run once), and then
+runs, for each mutant, only the tests that reach its function, stopping at the first
+failure. A mutant is *killed* when a test fails, *survived* when they all pass. Survivors
+are either gaps in the tests or equivalent mutants (changes that cannot alter behaviour).
+
+The configuration lives in ``[tool.mutmut]`` of ``pyproject.toml``: which modules are
+mutated (``only_mutate``), which tests run (``pytest_add_cli_args_test_selection``: the
+suite without the browser, notebook, widget, profile, plot and house tests and without
+``slow`` tests), what the copy under ``mutants/`` needs (``also_copy``). This script wraps
+``mutmut run`` and reports::
+
+    .venv/bin/python bench/mutation.py --modules source.py            # one module, ~minutes
+    .venv/bin/python bench/mutation.py --modules formats/pte.py,validate.py --jobs 2
+    .venv/bin/python bench/mutation.py --modules formats/ --limit 100  # a sample of 100 mutants
+    .venv/bin/python bench/mutation.py                                # everything (hours)
+    .venv/bin/python bench/mutation.py --count                        # mutants per module, no tests
+    .venv/bin/python bench/mutation.py --report                       # report the last results
+
+It prints killed / survived / timeout / suspicious / no-tests per module and in total (with
+the share killed), and writes ``build/mutation/summary.json`` and
+``build/mutation/survivors.md`` (module, function, mutant name and diff of every survivor,
+for triage). ``mutmut browse`` / ``mutmut show NAME`` work on the same ``mutants/`` folder.
+
+``mutants/`` is a cache: unchanged functions keep their verdicts between runs. The script
+starts afresh (deletes ``mutants/``) when the tests, the samples or ``[tool.mutmut]`` changed
+since the cache was made, or with ``--fresh``; a run restricted with ``--modules`` or
+``--limit`` always re-tests the mutants it names.
+
+Needs mutmut 3.8: ``.venv/bin/pip install -e '.[mutation]'`` (or ``pip install mutmut==3.8.0``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import fnmatch
+import hashlib
+import importlib.metadata
+import io
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "build" / "mutation"
+#: mutmut runs in this copy of the working tree (kept in sync, see sync_tree).
+WORK = OUT / "tree"
+MUTANTS = Path("mutants")  # relative to the tree mutmut runs in, as mutmut has it
+MUTMUT_VERSION = "3.8.0"
+INSTALL_HINT = (f"mutmut {MUTMUT_VERSION} is needed: .venv/bin/pip install -e '.[mutation]' "
+                f"(or .venv/bin/pip install mutmut=={MUTMUT_VERSION})")
+
+#: mutmut's verdicts, in report order (its ``status_by_exit_code`` values).
+STATUSES = ("killed", "survived", "timeout", "suspicious", "no tests", "segfault", "skipped",
+            "caught by type check", "check was interrupted by user", "not checked")
+
+#: Stamp of what the cached ``mutants/`` was made from (tests, samples, config).
+_STAMP = MUTANTS / "bench-mutation-stamp.json"
+
+
+# -- configuration --------------------------------------------------------------------------
+
+def mutmut_config(root: Path = ROOT) -> dict[str, Any]:
+    """``[tool.mutmut]`` of ``root/pyproject.toml``."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+    data = tomllib.loads((root / "pyproject.toml").read_text())
+    try:
+        return data["tool"]["mutmut"]
+    except KeyError:
+        raise SystemExit("pyproject.toml has no [tool.mutmut] section") from None
+
+
+def ensure_mutmut() -> str:
+    """The installed mutmut version; exits with how to install it when it is missing."""
+    try:
+        version = importlib.metadata.version("mutmut")
+    except importlib.metadata.PackageNotFoundError:
+        raise SystemExit(INSTALL_HINT) from None
+    if not version.startswith("3.8"):
+        print(f"warning: mutmut {version} is installed; this script was written for "
+              f"{MUTMUT_VERSION} (it reads mutmut's files under mutants/)", file=sys.stderr)
+    return version
+
+
+def mutated_files(cfg: dict[str, Any], root: Path = ROOT) -> list[Path]:
+    """The source files mutmut mutates (``source_paths`` filtered by ``only_mutate`` and
+    ``do_not_mutate``), relative to ``root``, sorted."""
+    only = cfg.get("only_mutate", [])
+    never = cfg.get("do_not_mutate", [])
+    out = []
+    for sp in cfg.get("source_paths", []):
+        base = root / sp
+        paths = [base] if base.is_file() else sorted(base.rglob("*.py"))
+        for p in paths:
+            rel = p.relative_to(root).as_posix()
+            if only and not any(fnmatch.fnmatch(rel, pat) for pat in only):
+                continue
+            if any(fnmatch.fnmatch(rel, pat) for pat in never):
+                continue
+            out.append(Path(rel))
+    return sorted(set(out))
+
+
+def module_of(path: Path) -> str:
+    """``workbench/formats/pte.py`` -> ``workbench.formats.pte`` (mutmut's module naming)."""
+    name = path.with_suffix("").as_posix().replace("/", ".")
+    return name[: -len(".__init__")] if name.endswith(".__init__") else name
+
+
+def select_files(files: Sequence[Path], spec: str | None) -> list[Path]:
+    """The files picked by ``--modules`` (comma-separated; ``formats/pte.py``, ``source.py``,
+    ``formats/`` or a glob, relative to the package or the repository; None: all)."""
+    if not spec:
+        return list(files)
+    out: list[Path] = []
+    for part in (s.strip() for s in spec.split(",")):
+        if not part:
+            continue
+        pats = [part, f"workbench/{part}"]
+        if part.endswith("/"):
+            pats = [p + "*" for p in pats]
+        hit = [f for f in files if any(fnmatch.fnmatch(f.as_posix(), p) for p in pats)]
+        if not hit:
+            raise SystemExit(f"--modules: {part!r} matches none of the mutated files:\n  "
+                             + "\n  ".join(f.as_posix() for f in files))
+        out.extend(h for h in hit if h not in out)
+    return out
+
+
+def module_glob(path: Path) -> str:
+    """A mutmut mutant-name pattern matching exactly the mutants of ``path``'s module
+    (names are ``module.x_func__mutmut_N`` or ``module.xǁClassǁmethod__mutmut_N``)."""
+    return f"{module_of(path)}.x[_ǁ]*"
+
+
+# -- the tree mutmut works in ----------------------------------------------------------------
+
+#: Top-level entries of the work tree that are not the repository's (never deleted by a sync).
+_OWN = {"mutants", "shared", ".hypothesis", ".pytest_cache"}
+
+
+def tree_files(src: Path) -> list[str]:
+    """Files of the working tree at ``src``: tracked and untracked, not ignored (git); every
+    file when ``src`` is not a git checkout (an exported commit)."""
+    if not (src / ".git").exists():
+        return sorted(p.relative_to(src).as_posix() for p in src.rglob("*") if p.is_file())
+    try:
+        out = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                             cwd=src, capture_output=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError) as e:
+        raise SystemExit(f"mutation: cannot list the files of {src} with git: {e}") from None
+    return sorted({f for f in out.decode().split("\0") if f and (src / f).is_file()})
+
+
+def export_revision(rev: str, dst: Path) -> Path:
+    """The files of commit ``rev`` of this repository, written to ``dst`` (``git archive``;
+    the working tree is not touched)."""
+    try:
+        tar = subprocess.run(["git", "archive", "--format=tar", rev], cwd=ROOT, capture_output=True,
+                             check=True).stdout
+    except (OSError, subprocess.CalledProcessError) as e:
+        msg = e.stderr.decode(errors="replace") if isinstance(e, subprocess.CalledProcessError) else e
+        raise SystemExit(f"--rev {rev}: git archive failed: {msg}") from None
+    dst.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(fileobj=io.BytesIO(tar)) as tf:
+        tf.extractall(dst, filter="data")
+    return dst
+
+
+def sync_tree(src: Path, dst: Path, shared: Path | None = None) -> int:
+    """Make ``dst`` a copy of the working tree at ``src`` (as it is now); returns how many
+    files were (re)written. Files whose bytes did not change are left alone so that mutmut
+    keeps their mutants; written files get a fresh mtime (mutmut regenerates a file's mutants
+    when the source is newer than them). ``dst/shared`` links to ``shared`` (default: the
+    sibling ``shared/`` of ``src``; tests read ``ROOT.parent / "shared"``, and their ROOT is
+    ``dst/mutants`` there)."""
+    dst.mkdir(parents=True, exist_ok=True)
+    files = tree_files(src)
+    keep = set(files)
+    written = 0
+    for rel in files:
+        s, d = src / rel, dst / rel
+        data = s.read_bytes()
+        if d.is_file() and not d.is_symlink() and d.read_bytes() == data:
+            continue
+        d.parent.mkdir(parents=True, exist_ok=True)
+        if d.is_symlink() or d.exists():
+            d.unlink()
+        d.write_bytes(data)
+        shutil.copymode(s, d)
+        written += 1
+    for p in sorted(dst.rglob("*"), reverse=True):
+        rel = p.relative_to(dst)
+        if rel.parts[0] in _OWN:
+            continue
+        if (p.is_file() or p.is_symlink()) and rel.as_posix() not in keep:
+            p.unlink()
+        elif p.is_dir() and not any(p.iterdir()):
+            p.rmdir()
+    shared = shared or src.parent / "shared"
+    link = dst / "shared"
+    if shared.is_dir() and not link.exists():
+        link.symlink_to(shared)
+    return written
+
+
+def add_deselects(pyproject: Path, node_ids: Sequence[str]) -> None:
+    """Append ``--deselect ID`` options to the test selection of ``[tool.mutmut]`` in the work
+    tree's copy of ``pyproject.toml`` (the repository's file is not touched). mutmut needs the
+    selected tests to pass unmutated (its stats run stops at the first failure)."""
+    if not node_ids:
+        return
+    key = "pytest_add_cli_args_test_selection = ["
+    text = pyproject.read_text()
+    if text.count(key) != 1:
+        raise SystemExit(f"--deselect: no single '{key}' line in {pyproject}")
+    extra = "".join(f"    {json.dumps('--deselect=' + n)},\n" for n in node_ids)
+    pyproject.write_text(text.replace(key, key + "\n" + extra.rstrip("\n"), 1))
+
+
+# -- the cache ------------------------------------------------------------------------------
+
+def _tree_hash(paths: Iterable[Path]) -> str:
+    h = hashlib.sha256()
+    for base in paths:
+        files = [base] if base.is_file() else sorted(p for p in base.rglob("*") if p.is_file())
+        for f in files:
+            if "__pycache__" in f.parts or f.suffix == ".pyc":
+                continue
+            h.update(f.as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def cache_stamp(cfg: dict[str, Any]) -> dict[str, str]:
+    """What the tests see besides the mutated code: tests/ and the ``also_copy`` paths (a
+    change invalidates cached verdicts and test-to-function stats; mutmut itself tracks the
+    source functions and its pytest options, not the test files)."""
+    paths = [Path("tests"), *(Path(p) for p in cfg.get("also_copy", []))]
+    return {"inputs": _tree_hash(p for p in paths if p.exists())}
+
+
+def reset_verdicts() -> int:
+    """Forget every cached verdict and mutmut's test-to-function stats (the mutants stay);
+    returns how many verdicts were dropped."""
+    (MUTANTS / "mutmut-stats.json").unlink(missing_ok=True)
+    n = 0
+    for meta in MUTANTS.rglob("*.py.meta"):
+        data = json.loads(meta.read_text())
+        codes = data.get("exit_code_by_key", {})
+        n += sum(v is not None for v in codes.values())
+        data["exit_code_by_key"] = dict.fromkeys(codes)
+        data["durations_by_key"] = {}
+        data["estimated_durations_by_key"] = {}
+        meta.write_text(json.dumps(data, indent=4))
+    return n
+
+
+def prepare_cache(cfg: dict[str, Any], fresh: bool) -> None:
+    """Make ``mutants/`` fit for this run: deleted with ``--fresh``; verdicts and stats
+    dropped (the generated mutants kept) when the tests or the ``also_copy`` data changed,
+    which mutmut does not notice by itself. The copied tests and data are always removed so
+    that mutmut copies them afresh (it only ever adds files)."""
+    stamp = cache_stamp(cfg)
+    old = json.loads(_STAMP.read_text()) if _STAMP.exists() else None
+    if MUTANTS.exists() and fresh:
+        print(f"mutation: starting afresh (--fresh): removing {MUTANTS}/", flush=True)
+        shutil.rmtree(MUTANTS)
+    elif MUTANTS.exists() and (old or {}).get("inputs") != stamp["inputs"]:
+        n = reset_verdicts()
+        print(f"mutation: the tests or their data changed: dropped {n} cached verdicts and the "
+              "test-to-function stats (mutants kept)", flush=True)
+    MUTANTS.mkdir(exist_ok=True)
+    for p in ["tests", *cfg.get("also_copy", [])]:
+        target = MUTANTS / p
+        if target.is_dir():
+            shutil.rmtree(target)
+    _STAMP.write_text(json.dumps(stamp))
+
+
+_GENERATE = """
+import sys, warnings
+warnings.simplefilter("ignore")
+import mutmut.__main__ as mm
+mm.makedirs("mutants", exist_ok=True)
+mm.copy_src_dir()
+mm.copy_also_copy_files()
+mm.setup_source_paths()
+print(mm.create_mutants(int(sys.argv[1])))
+"""
+
+
+def generate_mutants(jobs: int) -> float:
+    """Write (or refresh) the mutants under ``mutants/`` without running any test, using
+    mutmut 3.8's own generation step; returns the seconds it took."""
+    t0 = time.perf_counter()
+    r = subprocess.run([sys.executable, "-c", _GENERATE, str(jobs)], capture_output=True, text=True)
+    if r.returncode:
+        raise SystemExit(f"mutant generation failed (mutmut {MUTMUT_VERSION} internals changed?):\n"
+                         + (r.stdout + r.stderr)[-3000:])
+    return time.perf_counter() - t0
+
+
+# -- results --------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Mutant:
+    """One mutant's verdict, as recorded by mutmut in ``mutants/<file>.meta``."""
+
+    name: str
+    file: str
+    module: str
+    function: str
+    status: str
+    exit_code: int | None
+    seconds: float | None
+
+
+def function_of(name: str) -> str:
+    """``workbench.flatbuf.xǁTableǁu32__mutmut_3`` -> ``Table.u32``."""
+    mangled = name.partition("__mutmut_")[0].rpartition(".")[2]
+    if mangled.startswith("xǁ"):
+        cls, _, meth = mangled[2:].partition("ǁ")
+        return f"{cls}.{meth}"
+    return mangled[2:] if mangled.startswith("x_") else mangled
+
+
+def read_results(files: Sequence[Path]) -> list[Mutant]:
+    """Every mutant of ``files`` with its verdict (``not checked`` before it ran)."""
+    from mutmut.stats import status_by_exit_code
+
+    out = []
+    for f in files:
+        meta = MUTANTS / (f.as_posix() + ".meta")
+        if not meta.exists():
+            continue
+        data = json.loads(meta.read_text())
+        durations = data.get("durations_by_key", {})
+        for name, code in data["exit_code_by_key"].items():
+            out.append(Mutant(name, f.as_posix(), module_of(f), function_of(name),
+                              status_by_exit_code[code], code, durations.get(name)))
+    return out
+
+
+def tally(mutants: Iterable[Mutant]) -> dict[str, int]:
+    """Counts per status plus ``total``, ``checked`` (a verdict was reached) and ``score``
+    (killed / checked, in %; timeouts are reported apart, not counted as killed)."""
+    c = {s: 0 for s in STATUSES}
+    for m in mutants:
+        c[m.status] = c.get(m.status, 0) + 1
+    c["total"] = sum(c[s] for s in c)
+    c["checked"] = c["total"] - c["not checked"] - c["skipped"]
+    c["score"] = round(100 * c["killed"] / c["checked"], 1) if c["checked"] else 0.0
+    return c
+
+
+def report_table(mutants: Sequence[Mutant], files: Sequence[Path]) -> str:
+    """Per-module and total counts as a text table."""
+    cols = [("killed", "killed"), ("survived", "surv"), ("timeout", "tmout"),
+            ("suspicious", "susp"), ("no tests", "notest"), ("not checked", "unchk")]
+    w = max([len("module"), *(len(module_of(f)) for f in files)]) + 2
+    head = f"{'module':<{w}}{'total':>7}" + "".join(f"{h:>8}" for _, h in cols) + f"{'% killed':>10}"
+    lines = [head, "-" * len(head)]
+    by_mod: dict[str, list[Mutant]] = {}
+    for m in mutants:
+        by_mod.setdefault(m.module, []).append(m)
+    for f in files:
+        mod = module_of(f)
+        if mod not in by_mod:
+            continue
+        c = tally(by_mod[mod])
+        lines.append(f"{mod:<{w}}{c['total']:>7}" + "".join(f"{c[s]:>8}" for s, _ in cols)
+                     + f"{c['score']:>9.1f}%")
+    c = tally(mutants)
+    lines.append("-" * len(head))
+    lines.append(f"{'total':<{w}}{c['total']:>7}" + "".join(f"{c[s]:>8}" for s, _ in cols)
+                 + f"{c['score']:>9.1f}%")
+    other = {s: c[s] for s in ("segfault", "skipped", "caught by type check",
+                               "check was interrupted by user") if c[s]}
+    if other:
+        lines.append("also: " + ", ".join(f"{k} {v}" for k, v in other.items()))
+    return "\n".join(lines)
+
+
+def diff_of(name: str, file: str) -> str:
+    """The mutant's diff against the original function (mutmut's own ``show``)."""
+    from mutmut.mutation.diff_apply import get_diff_for_mutant
+
+    try:
+        return get_diff_for_mutant(name, path=file)
+    except Exception as e:  # a diff is a convenience: never lose the report over one
+        return f"(no diff: {type(e).__name__}: {e})"
+
+
+def write_reports(mutants: Sequence[Mutant], files: Sequence[Path], out: Path,
+                  extra: dict[str, Any], include: Sequence[str] = ("survived",)) -> tuple[Path, Path]:
+    """Write ``summary.json`` (counts per module and in total, every non-killed mutant with
+    its diff) and ``survivors.md`` (the mutants whose status is in ``include``, grouped by
+    module and function, with diffs). Returns both paths."""
+    out.mkdir(parents=True, exist_ok=True)
+    by_mod: dict[str, list[Mutant]] = {}
+    for m in mutants:
+        by_mod.setdefault(m.module, []).append(m)
+    interesting = [m for m in mutants if m.status not in ("killed", "not checked")]
+    diffs = {m.name: diff_of(m.name, m.file) for m in interesting}
+    summary = {
+        **extra,
+        "modules": {mod: tally(ms) for mod, ms in by_mod.items()},
+        "total": tally(mutants),
+        "not_killed": [{"module": m.module, "function": m.function, "name": m.name,
+                        "status": m.status, "seconds": m.seconds, "diff": diffs[m.name]}
+                       for m in interesting],
+    }
+    js = out / "summary.json"
+    js.write_text(json.dumps(summary, indent=2, ensure_ascii=False))
+    md = out / "survivors.md"
+    picked = [m for m in interesting if m.status in include]
+    lines = [f"# Surviving mutants ({len(picked)})", "",
+             f"Statuses listed: {', '.join(include)}. Made by `bench/mutation.py` "
+             f"({extra.get('when', '')}); triage each: add a test that kills it, or explain in "
+             "docs/mutation.md why it is equivalent.", ""]
+    for mod in sorted({m.module for m in picked}):
+        lines.append(f"## {mod}")
+        lines.append("")
+        funcs: dict[str, list[Mutant]] = {}
+        for m in picked:
+            if m.module == mod:
+                funcs.setdefault(m.function, []).append(m)
+        for fn in sorted(funcs):
+            lines.append(f"### `{fn}` ({len(funcs[fn])})")
+            lines.append("")
+            for m in funcs[fn]:
+                lines.append(f"`{m.name}` — {m.status}")
+                lines.append("")
+                lines.append("```diff")
+                lines.append(diffs[m.name])
+                lines.append("```")
+                lines.append("")
+    md.write_text("\n".join(lines))
+    return js, md
+
+
+# -- estimates ------------------------------------------------------------------------------
+
+def stats_estimate(mutants: Sequence[Mutant]) -> dict[str, float] | None:
+    """From mutmut's stats (``mutants/mutmut-stats.json``, made by any earlier run): the
+    worst-case test seconds of all ``mutants`` (every test that reaches the function runs to
+    the end, as for a survivor), and how many have no test at all. None without stats."""
+    path = MUTANTS / "mutmut-stats.json"
+    if not path.exists():
+        return None
+    stats = json.loads(path.read_text())
+    dur = stats["duration_by_test"]
+    tests = stats["tests_by_mangled_function_name"]
+    worst, none = 0.0, 0
+    for m in mutants:
+        ts = tests.get(m.name.partition("__mutmut_")[0], [])
+        if not ts:
+            none += 1
+        worst += sum(dur.get(t, 0.0) for t in ts)
+    return {"worst_case_test_seconds": worst, "no_tests": none,
+            "stats_run_cpu_seconds": stats.get("stats_time") or 0.0}
+
+
+# -- main -----------------------------------------------------------------------------------
+
+def run_mutmut(names: Sequence[str], jobs: int, log: Path) -> int:
+    """``mutmut run --max-children JOBS NAMES...`` in the repository root, its output shown
+    and kept in ``log``; returns mutmut's exit status."""
+    exe = Path(sys.executable).with_name("mutmut")
+    cmd = [str(exe) if exe.exists() else "mutmut", "run", "--max-children", str(jobs), *names]
+    env = dict(os.environ)
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        env.setdefault(var, "1")  # one thread per mutant process: the cores are the workers
+    env.pop("WORKBENCH_GALLERY", None)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    shown = " ".join(cmd[:4]) + (f" ... ({len(names)} names)" if len(names) > 3 else " " + " ".join(names))
+    print(f"mutation: {shown}", flush=True)
+    with open(log, "w") as f:
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        assert proc.stdout is not None
+        last = 0.0
+        for raw in iter(lambda: proc.stdout.read1(4096), b""):  # type: ignore[union-attr]
+            text = raw.decode(errors="replace")
+            f.write(text)
+            # mutmut redraws one status line with \r: show it every few seconds only
+            now = time.monotonic()
+            if "\n" in text.replace("\r", "") or now - last > 30:
+                sys.stdout.write(text.replace("\r", "\n").split("\n")[-1][:160] + "\n"
+                                 if now - last > 30 else text.replace("\r", ""))
+                sys.stdout.flush()
+                last = now
+        return proc.wait()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command-line entry point (see the module docstring)."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--modules", help="comma-separated files, relative to workbench/ or the "
+                    "repository (e.g. formats/pte.py,source.py or formats/); default: all")
+    ap.add_argument("--limit", type=int, help="test only this many mutants of the selected "
+                    "modules (a deterministic random sample, see --seed)")
+    ap.add_argument("--seed", type=int, default=0, help="seed of the --limit sample (default 0)")
+    ap.add_argument("--jobs", "--max-children", type=int, default=2, dest="jobs",
+                    help="mutants tested at once (mutmut --max-children; default 2)")
+    ap.add_argument("--fresh", action="store_true", help="delete mutants/ first")
+    ap.add_argument("--rev", help="mutate commit REV of this repository (git archive) instead of "
+                    "the working tree")
+    ap.add_argument("--deselect", action="append", default=[], metavar="NODEID",
+                    help="leave this test out (repeatable): for tests that fail without any "
+                    "mutant, which mutmut cannot work with")
+    ap.add_argument("--count", action="store_true",
+                    help="only generate the mutants and count them per module (no tests)")
+    ap.add_argument("--report", action="store_true", help="only report the results in mutants/")
+    ap.add_argument("--out", type=Path, default=OUT, help=f"report folder (default {OUT})")
+    ap.add_argument("--list", default="survived",
+                    help="statuses listed in survivors.md (comma-separated; default survived; "
+                         "e.g. survived,timeout,suspicious,no tests)")
+    args = ap.parse_args(argv)
+
+    version = ensure_mutmut()
+    if not args.report:
+        if args.rev:
+            with tempfile.TemporaryDirectory(prefix="mutation-rev-") as tmp:
+                n = sync_tree(export_revision(args.rev, Path(tmp)), WORK, ROOT.parent / "shared")
+        else:
+            n = sync_tree(ROOT, WORK)
+        add_deselects(WORK / "pyproject.toml", args.deselect)
+        print(f"mutation: working in {WORK} ({n} files updated from {ROOT}"
+              f"{' at ' + args.rev if args.rev else ''})", flush=True)
+    if not WORK.is_dir():
+        raise SystemExit(f"mutation: no {WORK} yet: run without --report first")
+    os.chdir(WORK)
+    cfg = mutmut_config(WORK)
+    files = select_files(mutated_files(cfg, WORK), args.modules)
+    include = [s.strip() for s in args.list.split(",") if s.strip()]
+    extra: dict[str, Any] = {"mutmut": version, "modules_selected": [f.as_posix() for f in files],
+                             "when": time.strftime("%Y-%m-%d %H:%M"), "jobs": args.jobs}
+
+    if not args.report:
+        prepare_cache(cfg, args.fresh)
+    if args.count:
+        secs = generate_mutants(args.jobs)
+        mutants = read_results(files)
+        print(f"generated in {secs:.0f} s")
+        print(report_table(mutants, files))
+        est = stats_estimate(mutants)
+        if est:
+            print(f"stats from an earlier run: worst-case test time {est['worst_case_test_seconds']:.0f} s "
+                  f"over {len(mutants)} mutants ({est['no_tests']} reach no selected test)")
+        return 0
+
+    wall = None
+    if not args.report:
+        names: list[str] = []
+        if args.limit is not None:
+            generate_mutants(args.jobs)
+            pool = sorted(m.name for m in read_results(files))
+            names = sorted(random.Random(args.seed).sample(pool, min(args.limit, len(pool))))
+        elif args.modules:
+            names = [module_glob(f) for f in files]
+        t0 = time.perf_counter()
+        rc = run_mutmut(names, args.jobs, args.out / "mutmut.log")
+        wall = time.perf_counter() - t0
+        extra["wall_seconds"] = round(wall, 1)
+        extra["mutmut_exit"] = rc
+        if rc:
+            print(f"mutation: mutmut exited with {rc}; its output is in {args.out / 'mutmut.log'}",
+                  file=sys.stderr)
+        if names and args.limit is not None:
+            files_sel = files
+            mutants = [m for m in read_results(files_sel) if m.name in set(names)]
+        else:
+            mutants = read_results(files)
+    else:
+        mutants = read_results(files)
+    if not mutants:
+        print("mutation: no results under mutants/ for the selected modules (run without --report)")
+        return 1
+    print()
+    print(report_table(mutants, files))
+    if wall is not None:
+        tested = sum(1 for m in mutants if m.status not in ("not checked", "no tests", "skipped"))
+        print(f"wall time {wall:.0f} s for {tested} tested mutants with {args.jobs} worker(s)"
+              + (f" ({wall / tested:.1f} s each)" if tested else ""))
+    est = stats_estimate(mutants)
+    if est:
+        extra["estimate"] = est
+    js, md = write_reports(mutants, files, args.out, extra, include)
+    print(f"wrote {js} and {md}")
+    return 1 if extra.get("mutmut_exit") else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
