@@ -159,7 +159,7 @@ def _worker(side: str, path: str, ranges: list[tuple[int, int]]) -> dict:
             named = dict(zip(nd["key"].tolist(), zip(nd["file"].tolist(), nd["offset"].tolist(),
                                                     nd["size"].tolist())))
             # the program's own map (the .pte reader will hand it over once integrated)
-            buf = art._parsed.sources[art._parsed.path].buf
+            buf = art.sources[art.path].buf
             infos = [inspect_blob(buf, file=p, offset=int(o), size=int(s), backend_id=i,
                                   method=m, index=int(k), named_data=named)
                      for o, s, i, m, k in zip(d["offset"], d["size"], d["id"], d["method"],

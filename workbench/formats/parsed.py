@@ -24,7 +24,7 @@ class Parsed:
         sources: path -> :class:`Source` for every file of the artifact.
         builders: frame name -> callable returning ``dict[column, values]``: a list (``None``
             for missing), a numpy array or a ready pandas array per column (see
-            :func:`workbench.frames.build`; ``Artifact._plain_columns`` gives lists back).
+            :func:`workbench.frames.build`; ``Artifact.columns`` gives lists back).
         info: format facts for summaries (version, header fields, ...).
         findings: non-fatal observations (dicts with severity, structure, offset, message).
     """

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import ipywidgets as widgets
 
 from .._fmt import human_bytes
+from ..vocab import SCAN_KINDS
 from ._common import (
     ArtifactPicker,
     FigureView,
@@ -199,9 +200,11 @@ class Explorer(widgets.VBox):
                      f"({s['stored_tensor_bytes']:,} bytes)"))
         rows.append(("bytes by kind", ", ".join(f"{k} {human_bytes(v)}"
                                                for k, v in s["bytes_by_kind"].items())))
+        shown = {"format", "path", "artifact", "files", "tensors", "stored_tensor_bytes", "size",
+                 "bytes_by_kind", "tensors_by_storage", "other_bytes", "padding_pct",
+                 *(f"{k}_bytes" for k in SCAN_KINDS)}  # the byte counts are in "bytes by kind"
         rows += [(k, f"{v:,}" if isinstance(v, int) else str(v)) for k, v in s.items()
-                 if k not in {"format", "path", "files", "tensors", "stored_tensor_bytes",
-                              "bytes_by_kind", "tensors_by_storage"} and isinstance(v, (int, str))]
+                 if k not in shown and isinstance(v, (int, str)) and not isinstance(v, bool)]
         rows.append(("frames", ", ".join(f"{name} ({len(art.frames[name]):,})" for name in art.frames)))
         body = "".join(f'<tr><th style="text-align:left;padding:2px 12px 2px 0;vertical-align:top">'
                        f"{html.escape(k)}</th><td style=\"overflow-wrap:anywhere\">{html.escape(v)}</td></tr>"
