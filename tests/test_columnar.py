@@ -10,7 +10,7 @@ import workbench as wb
 from workbench import _cols
 from workbench._vecfb import SlowPath, VecReader, groups, unique_tuples
 from workbench.flatbuf import FlatBuffer
-from workbench.formats.pte import _list_texts
+from workbench.formats.pte.columns import list_texts
 from workbench.source import Source
 
 
@@ -69,9 +69,9 @@ def test_unique_tuples_and_groups_agree_with_python(seed):
 
 def test_list_texts_renders_like_python():
     items = _cols.objects(["1", "2", "3", "4"])
-    got = _list_texts(items, np.array([2, 0, 1, 1]), np.array([2, 0, 20, 1])).tolist()
+    got = list_texts(items, np.array([2, 0, 1, 1]), np.array([2, 0, 20, 1])).tolist()
     assert got == ["[1, 2]", "[]", "[3, ... (20 items)]", "[4]"]
-    assert _list_texts(_cols.objects([]), np.array([0, 0]), np.array([0, 0])).tolist() == ["[]",
+    assert list_texts(_cols.objects([]), np.array([0, 0]), np.array([0, 0])).tolist() == ["[]",
                                                                                             "[]"]
 
 

@@ -438,9 +438,9 @@ def test_memory_offset_high_bits(tmp_path, sample, oracle, monkeypatch, fast, hi
     naming the allocation — never a crash, never wrapped (negative) offsets."""
     from executorch.exir._serialize._flatbuffer_program import _program_to_flatbuffer
 
-    from workbench.formats import pte
+    from workbench.formats.pte import program as pte_program
 
-    monkeypatch.setattr(pte._ProgramReader, "fast", fast)
+    monkeypatch.setattr(pte_program, "FAST", fast)
     p = sample("no_weights.pte")
     prog = oracle.flatbuffer_to_program(p.read_bytes())
     want = {}

@@ -345,10 +345,10 @@ def test_sibling_with_same_keys_but_other_layout_is_not_used(sample, tmp_path):
 def test_ptd_fast_and_scalar_paths_agree(sample, monkeypatch, name):
     import pandas as pd
 
-    from workbench.formats import ptd
+    from workbench.formats.ptd import reader as ptd_reader
 
     fast = wb.open(sample(name))
-    monkeypatch.setattr(ptd, "FAST", False)
+    monkeypatch.setattr(ptd_reader, "FAST", False)
     slow = wb.open(sample(name))
     for k in fast.frames:
         pd.testing.assert_frame_equal(fast.frames[k], slow.frames[k])

@@ -11,14 +11,14 @@ import pytest
 from helpers import deadline, mutate, program_size
 
 import workbench as wb
-from workbench.formats import pte
+from workbench.formats.pte import program as pte_program
 
 PTE_VARIANTS = True  # pte_path: the samples and the layout variants (not in slow tests)
 
 
 def outcome(path, fast: bool, monkeypatch) -> tuple[str, dict | str]:
     """``("ok", frames)`` or ``("error", class name)``; other exceptions propagate."""
-    monkeypatch.setattr(pte._ProgramReader, "fast", fast)
+    monkeypatch.setattr(pte_program, "FAST", fast)
     try:
         with deadline(10):
             art = wb.open(path, data=[])

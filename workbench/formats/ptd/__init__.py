@@ -1,0 +1,64 @@
+"""ExecuTorch external data files (``.ptd``, FlatTensor): named tensors and blobs.
+
+``FlatTensor`` = version, segments [DataSegment], named_data [NamedData(key, segment_index,
+tensor_layout(scalar_type, sizes, dim_order))]. Entries written for external constants carry
+a tensor layout; delegate blobs (e.g. XNNPACK weights) do not.
+
+The package: :mod:`.header` (the ``FH01`` header and the byte layout), :mod:`.schema` (slots
+of ``flat_tensor.fbs``), :mod:`.reader` (entries: fast and scalar path, :class:`PtdData`),
+:mod:`.columns` (the frames).
+"""
+
+from __future__ import annotations
+
+from ...errors import TruncatedError, UnsupportedVersionError
+from ...flatbuf import FlatBuffer
+from ...source import Source
+from ..parsed import Parsed
+from . import columns
+from .header import HEADER_LENGTH, HEADER_MAGIC, FlatTensorHeader
+from .reader import PtdData, read_entries
+from .schema import FlatTensor
+
+__all__ = ["FORMAT", "HEADER_LENGTH", "HEADER_MAGIC", "MAGIC", "FlatTensorHeader", "PtdData",
+           "detect", "read"]
+
+FORMAT = "ptd"
+MAGIC = b"FT01"
+
+
+def detect(head: bytes) -> bool:
+    """True when ``head`` looks like a FlatTensor data file (``FT`` + two characters at 4).
+
+    Example:
+        >>> detect(b"D\\x00\\x00\\x00FT01FH01")
+        True
+    """
+    return len(head) >= 8 and head[4:6] == b"FT" and head[6:8].isalnum()
+
+
+def read(src: Source) -> Parsed:
+    """Read the ``.ptd`` in ``src`` (verified, zero-copy) into a :class:`Parsed`."""
+    if src.size < 8:
+        raise TruncatedError(f"{src.size} bytes is too short for a data file (needs 8)",
+                             file=src.path, structure="file header", offset=0)
+    ident = src.bytes(4, 4, "file identifier")
+    if ident != MAGIC:
+        raise UnsupportedVersionError(f"FlatTensor version {ident!r} is not supported "
+                                      f"(expected {MAGIC!r})", file=src.path,
+                                      structure="file identifier", offset=4)
+    h = FlatTensorHeader.read(src)
+    fb_end = h.flatbuffer_offset + h.flatbuffer_size
+    fb = FlatBuffer(src, 0, fb_end, identifier=MAGIC, name="FlatTensor")
+    root = fb.root("FlatTensor")
+    version = root.u32(FlatTensor.version)
+    seg_off, seg_size, cols = read_entries(src, fb, root, h)
+    parsed = Parsed(format=FORMAT, path=src.path, sources={src.path: src})
+    parsed.info.update({"version": version, "header": h,
+                        "segment_base_offset": h.segment_base_offset})
+    data = PtdData(src.path, h, seg_off, seg_size, cols, src.size)
+    parsed.builders.update({"segments": lambda: columns.segments(data),
+                            "tensors": lambda: columns.tensors(data),
+                            "named_data": lambda: columns.named_data(data)})
+    parsed.extra["ptd"] = data
+    return parsed

@@ -1,0 +1,467 @@
+"""The frames of a program, built from the reader's records (never from weight bytes).
+
+One method per frame of :class:`Columns`: ``segments`` (via :meth:`Columns.segments_raw`),
+``tensors``, ``methods``, ``values``, ``operators``, ``delegates``, ``named_data``,
+``memory_plan``. Columns and dtypes are declared in :mod:`workbench.frames`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..._cols import align, booleans, categorical, factorized, filled, ints, objects, strings
+from ..._fmt import align_of
+from ..._vecfb import SlowPath, groups
+from ...flatbuf import Table
+from .._layout import concat_sorted, cover, named_data_role
+from ..ptd.columns import segments_raw as ptd_segments_raw
+from .external import External
+from .program import Method, ProgramReader
+from .schema import (
+    LIST_TYPES,
+    VALUE_TYPES,
+    Bool,
+    Double,
+    InstructionArguments,
+    Int,
+    KernelTypes,
+    List,
+    String,
+)
+from .tensors import CONSTANT_STORAGES, DTYPE_NAMES, DYNAMISM_NAMES, NAMED, STORAGES
+
+#: Columns of a program's tensors frame.
+TENSOR_COLUMNS = ("name", "dtype", "shape", "nbytes", "storage", "file", "offset", "align",
+                  "method", "value", "fqn", "dim_order", "segment", "data_buffer_idx", "mem_id",
+                  "mem_offset", "shape_dynamism", "requires_grad", "has_layout", "missing",
+                  "used_by")
+_K = KernelTypes
+_I = InstructionArguments
+
+
+class Columns:
+    """Frame builders of one program (``r``) and its attached data files (``ext``)."""
+
+    def __init__(self, r: ProgramReader, ext: External) -> None:
+        self.r = r
+        self.ext = ext
+        self._names_cache: dict[int, np.ndarray] = {}
+
+    # -- segments ---------------------------------------------------------------------------
+    def segments_raw(self) -> dict[str, Any]:
+        """Raw segment columns of the program and its data files (see ``_layout``)."""
+        r = self.r
+        rows: list[tuple] = []  # (offset, size, name, kind, index, used_by)
+        s = r.start
+        rows.append((s, 8, "flatbuffer root", "header", None, "root offset + ET12"))
+        fb_start = s + 8
+        if r.header is not None:
+            hl = r.header.length
+            rows.append((s + 8, hl, "extended header", "header", None, "eh00"))
+            fb_start = s + 8 + hl
+        rows.append((fb_start, s + r.program_size - fb_start, "program", "flatbuffer", None, ""))
+        uses = r.segment_uses()
+        for i, (off, size) in enumerate(r.segments):
+            u = uses.get(i, [])
+            kind = u[0][0] if u else "unused"
+            if kind == "named_data":
+                role = named_data_role(u[0][1])
+                if role != "blob":
+                    kind = role
+            if len(u) == 1:
+                name = u[0][1] if u[0][0] != "named_data" else f"named_data {u[0][1]}"
+            elif u:
+                name = f"{u[0][1]} (+{len(u) - 1} more)"
+            else:
+                name = f"segment {i}"
+            rows.append((off, size, name, kind, i, "; ".join(lbl for _, lbl in u)))
+        parts = [cover(rows, r.file, r.start, r.end)]
+        parts.extend(ptd_segments_raw(d.extra["ptd"]) for d in self.ext.data)
+        return concat_sorted(parts)
+
+    # -- tensors ----------------------------------------------------------------------------
+    def tensors(self) -> dict[str, Any]:
+        """The tensors frame: every method's tensor values, then named data not claimed."""
+        r = self.r
+        matched: dict[str, set[str]] = {}  # data file -> keys claimed by external tensors
+        parts = [self._method_tensors(m, matched) for m, plan in enumerate(r.methods)
+                 if len(plan.tensors)]
+        parts += self._named_tensors(matched)
+        if not parts:
+            return {name: [] for name in TENSOR_COLUMNS}
+        c = parts[0] if len(parts) == 1 else {k: np.concatenate([p[k] for p in parts])
+                                              for k in parts[0]}
+        off = c["offset"]
+        return {
+            "name": strings(c["name"]), "dtype": categorical(c["code"], DTYPE_NAMES),
+            "shape": c["shape"], "nbytes": c["nbytes"],
+            "storage": categorical(c["storage"], STORAGES), "file": strings(c["file"]),
+            "offset": ints(off, off < 0), "align": align(off, off < 0),
+            "method": categorical(c["method"], [p.name for p in r.methods]),
+            "value": ints(c["value"], c["value"] < 0), "fqn": strings(c["fqn"]),
+            "dim_order": c["dim_order"], "segment": ints(c["segment"], c["segment"] < 0),
+            "data_buffer_idx": ints(c["dbi"], c["dbi"] < 0),
+            "mem_id": ints(c["mem_id"], c["mem_id"] < 0),
+            "mem_offset": ints(c["mem_off"], c["mem_off"] < 0),
+            "shape_dynamism": categorical(c["dyn"], DYNAMISM_NAMES),
+            "requires_grad": booleans(c["rg"] == 1, c["rg"] < 0),
+            "has_layout": booleans(c["has_layout"] == 1, c["has_layout"] < 0),
+            "missing": booleans(c["missing"] == 1, c["missing"] < 0),
+            "used_by": strings(c["used_by"]),
+        }
+
+    def _method_tensors(self, m: int, matched: dict[str, set[str]]) -> dict[str, Any]:
+        t = self.r.methods[m].tensors
+        n = len(t)
+        e = self.ext.place(t, self.r.file, self.r.findings, matched)
+        return {
+            "name": self._names(m), "code": t.scalar_type, "shape": t.shape, "nbytes": t.nbytes,
+            "storage": t.storage, "file": e.file, "offset": e.offset,
+            "method": np.full(n, m, np.int64), "value": t.value, "fqn": t.fqn,
+            "dim_order": t.dim_order, "segment": e.segment, "dbi": t.data_buffer_idx,
+            "mem_id": t.mem_id, "mem_off": t.mem_offset, "dyn": t.shape_dynamism,
+            "rg": t.requires_grad.astype(np.int8), "has_layout": np.full(n, -1, np.int8),
+            "missing": e.missing, "used_by": filled(n, None)}
+
+    def _named_tensors(self, matched: dict[str, set[str]]) -> list[dict[str, Any]]:
+        """Named data: raw bytes in the .pte (no layout stored), then data-file entries that
+        no external tensor claimed (e.g. XNNPACK weights), with their layout when stored."""
+        parts = []
+        for e in self._named_parts():
+            claimed = matched.get(e.pop("file_path"))
+            if claimed:
+                keep = np.array([k not in claimed for k in e["key"].tolist()], bool)
+                e = {c: v[keep] for c, v in e.items()}
+            n = len(e["key"])
+            none = np.full(n, -1, np.int64)
+            parts.append({
+                "name": e["key"], "code": e["code"], "shape": e["shape"], "nbytes": e["nbytes"],
+                "storage": np.full(n, NAMED, np.int8), "file": e["file"],
+                "offset": e["offset"], "method": none, "value": none,
+                "fqn": filled(n, None), "dim_order": e["dim_order"],
+                "segment": e["segment"], "dbi": none, "mem_id": none, "mem_off": none,
+                "dyn": none, "rg": np.full(n, -1, np.int8),
+                "has_layout": e["has_layout"].astype(np.int8), "missing": np.full(n, -1, np.int8),
+                "used_by": self._users(e["key"])})
+        return parts
+
+    def _names(self, m: int) -> np.ndarray:
+        """Names of method ``m``'s tensors: the fqn, else '<method>/<value index>' (cached)."""
+        names = self._names_cache.get(m)
+        if names is None:
+            plan = self.r.methods[m]
+            t = plan.tensors
+            names = t.fqn.copy()
+            unnamed = np.flatnonzero(np.equal(names, None))
+            if len(unnamed):
+                names[unnamed] = objects([f"{plan.name}/{v}" for v in t.value[unnamed].tolist()])
+            self._names_cache[m] = names
+        return names
+
+    def _users(self, keys: np.ndarray) -> np.ndarray:
+        """'; '-joined delegates whose blobs mention each key (None: none)."""
+        out = filled(len(keys), None)
+        users = self.ext.key_users
+        if users:
+            for k, key in enumerate(keys.tolist()):
+                u = users.get(key)
+                if u:
+                    out[k] = "; ".join(u)
+        return out
+
+    def _named_parts(self) -> list[dict[str, Any]]:
+        """Named data of the program, then of each attached data file, as columns."""
+        r = self.r
+        out = []
+        if r.named:
+            keys, segs = zip(*r.named)
+            segs = np.array(segs, np.int64)
+            seg_off = np.array([o for o, _ in r.segments], np.int64)
+            seg_size = np.array([z for _, z in r.segments], np.int64)
+            size = seg_size[segs]
+            n = len(keys)
+            out.append({"key": objects(keys), "segment": segs, "offset": seg_off[segs],
+                        "size": size, "code": np.zeros(n, np.int64),
+                        "shape": objects([(z,) for z in size.tolist()]),
+                        "dim_order": objects([(0,)] * n), "nbytes": size,
+                        "has_layout": np.zeros(n, bool),
+                        "file": filled(n, r.file), "file_path": r.file})
+        for d in self.ext.data:
+            c = d.extra["ptd"].cols
+            n = len(c["key"])
+            out.append({"key": c["key"], "segment": c["segment"], "offset": c["offset"],
+                        "size": c["size"], "code": c["code"], "shape": c["shape"],
+                        "dim_order": c["dim_order"], "nbytes": c["nbytes"],
+                        "has_layout": c["has_layout"],
+                        "file": filled(n, d.path), "file_path": d.path})
+        return out
+
+    # -- methods, values, operators, delegates ------------------------------------------------
+    def methods(self) -> dict[str, list]:
+        """The methods frame: one row per ExecutionPlan."""
+        cols: dict[str, list] = {c: [] for c in (
+            "method", "index", "values", "tensors", "inputs", "outputs", "chains",
+            "instructions", "kernel_calls", "delegate_calls", "operators", "delegates",
+            "planned_buffers", "planned_bytes", "constant_bytes", "constant_method")}
+        for plan in self.r.methods:
+            ins = plan.instructions
+            t = plan.tensors
+            sizes = plan.buffer_sizes
+            for col, v in (
+                ("method", plan.name), ("index", plan.index), ("values", len(plan.vtypes)),
+                ("tensors", len(t)), ("inputs", len(plan.inputs)),
+                ("outputs", len(plan.outputs)), ("chains", ins.chains),
+                ("instructions", ins.instructions),
+                ("kernel_calls", ins.kinds[_I.KernelCall]), ("delegate_calls", ins.kinds[_I.DelegateCall]),
+                ("operators", len(plan.operators)), ("delegates", len(plan.delegates)),
+                ("planned_buffers", max(len(sizes) - 1, 0)), ("planned_bytes", sum(sizes[1:])),
+                ("constant_bytes", int(t.nbytes[np.isin(t.storage, CONSTANT_STORAGES)].sum())),
+                ("constant_method", ins.instructions == 0),
+            ):
+                cols[col].append(v)
+        return cols
+
+    def values(self) -> dict[str, Any]:
+        """The values frame: every EValue of every method, with a short summary."""
+        import pandas as pd
+
+        summaries: list[np.ndarray] = []
+        vtypes, values, method_codes, ins, outs = [], [], [], [], []
+        for m, plan in enumerate(self.r.methods):
+            n = len(plan.vtypes)
+            summaries.append(self._summaries(plan))
+            idx = np.arange(n, dtype=np.int64)
+            vtypes.append(plan.vtypes)
+            values.append(idx)
+            method_codes.append(np.full(n, m, dtype=np.int32))
+            ins.append(np.isin(idx, plan.inputs))
+            outs.append(np.isin(idx, plan.outputs))
+
+        def cat(parts: list[np.ndarray], dtype: Any) -> np.ndarray:
+            return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype)
+
+        return {
+            "method": pd.Categorical.from_codes(cat(method_codes, np.int32),
+                                                categories=_unique_names(self.r.methods),
+                                                validate=False),
+            "value": cat(values, np.int64),
+            "type": pd.Categorical.from_codes(cat(vtypes, np.int8), categories=list(VALUE_TYPES),
+                                              validate=False),
+            "summary": strings(cat(summaries, object)),
+            "is_input": cat(ins, bool),
+            "is_output": cat(outs, bool),
+        }
+
+    def _summaries(self, plan: Method) -> np.ndarray:
+        """One summary text per value of ``plan``."""
+        vt, vpos = plan.vtypes, plan.vpos
+        summary = filled(len(vt), "")
+        t = plan.tensors
+        if len(t):  # one text per distinct (dtype, shape, storage)
+            key = ((t.scalar_type * len(STORAGES) + t.storage) * (int(t.shape_id.max()) + 1)
+                   + t.shape_id)
+            first, inv = groups(key)
+            texts = np.empty(len(first), dtype=object)
+            for j, k in enumerate(first.tolist()):
+                shape = "x".join(str(d) for d in t.shape[k]) or "scalar"
+                texts[j] = f"{DTYPE_NAMES[t.scalar_type[k]]}[{shape}] {STORAGES[t.storage[k]]}"
+            summary[t.value] = texts[inv]
+        try:
+            if not self.r.fast:
+                raise SlowPath("disabled")
+            self._scalar_summaries(vt, vpos, summary)
+        except SlowPath:
+            fb = self.r.fb
+            for i, (k, p) in enumerate(zip(vt.tolist(), vpos.tolist())):
+                if k != _K.Tensor and p:
+                    tab = fb.table_at(p, f"{plan.name}.values[{i}]", p)
+                    summary[i] = _value_summary(k, tab)
+        return summary
+
+    def _scalar_summaries(self, vt: np.ndarray, vpos: np.ndarray, summary: np.ndarray) -> None:
+        """Fill ``summary`` for non-tensor values, a whole type at a time (fast path); each
+        distinct value is rendered once."""
+        vec = self.r.vec
+        for t in np.unique(vt).tolist():
+            if t in (_K.NONE, _K.Null, _K.Tensor):
+                continue
+            where = np.flatnonzero(vt == t)
+            T = vec.tables(vpos[where], VALUE_TYPES[t])
+            if t in _SCALARS:
+                slot, dtype, show = _SCALARS[t]
+                vals = T.scalar(slot, dtype)
+                bits = vals.view(np.int64) if t == _K.Double else vals
+                first, inv = groups(bits.astype(np.int64))
+                texts = objects([show(x) for x in vals[first].tolist()])[inv]
+            elif t == _K.String:
+                fb = self.r.fb
+                out = []
+                for ref in T.ref(String.string_val).tolist():
+                    text = fb.string_at(ref, "String.string_val") if ref else ""
+                    out.append(repr(text[:60] + ("..." if len(text) > 60 else "")))
+                texts = objects(out)
+            else:
+                dtype, _, size = LIST_TYPES[t]
+                starts, counts = T.vectors(List.items, size)
+                shown = np.minimum(counts, 16)
+                flat = vec.flat(starts, shown, dtype)
+                show = {_K.DoubleList: repr, _K.BoolList: _bool_text}.get(t, str)
+                texts = list_texts(objects(list(map(show, flat.tolist()))), shown, counts)
+            summary[where] = texts
+
+    def operators(self) -> dict[str, list]:
+        """The operators frame: every Operator of every method, with its kernel-call count."""
+        cols: dict[str, list] = {c: [] for c in ("method", "index", "name", "overload", "op", "uses")}
+        for plan in self.r.methods:
+            for k, (name, overload) in enumerate(plan.operators):
+                cols["method"].append(plan.name)
+                cols["index"].append(k)
+                cols["name"].append(name)
+                cols["overload"].append(overload)
+                cols["op"].append(f"{name}.{overload}" if overload else name)
+                cols["uses"].append(plan.instructions.kernel_uses.get(k, 0))
+        return cols
+
+    def delegates(self) -> dict[str, list]:
+        """The delegates frame: every BackendDelegate and where its blob is."""
+        cols: dict[str, list] = {c: [] for c in (
+            "method", "index", "id", "location", "data_index", "file", "offset", "size", "align",
+            "compile_specs", "calls")}
+        for plan in self.r.methods:
+            for k, d in enumerate(plan.delegates):
+                row = d._asdict()
+                row.update(method=plan.name, index=k, file=self.r.file,
+                           align=align_of(d.offset), compile_specs=", ".join(d.compile_specs))
+                for c, col in cols.items():
+                    col.append(row[c])
+        return cols
+
+    # -- named data, memory plan --------------------------------------------------------------
+    def named_data(self) -> dict[str, Any]:
+        """The named_data frame: the program's entries, then each data file's."""
+        parts = self._named_parts()
+        if not parts:
+            return {c: [] for c in ("key", "segment", "file", "offset", "size", "align",
+                                    "has_layout", "role", "used_by")}
+        c = {k: np.concatenate([p[k] for p in parts]) for k in parts[0] if k != "file_path"}
+        role = filled(len(c["key"]), "tensor")
+        for k in np.flatnonzero(~c["has_layout"]).tolist():
+            role[k] = named_data_role(c["key"][k])
+        return {
+            "key": strings(c["key"]), "segment": c["segment"], "file": strings(c["file"]),
+            "offset": c["offset"], "size": c["size"], "align": align(c["offset"]),
+            "has_layout": booleans(c["has_layout"]), "role": factorized(role),
+            "used_by": strings(self._users(c["key"])),
+        }
+
+    def memory_plan(self) -> dict[str, Any]:
+        """The memory_plan frame: every planned tensor and whether it fits its buffer."""
+        names = ("method", "mem_id", "buffer_size", "value", "name", "dtype", "shape", "offset",
+                 "nbytes", "end", "storage", "fits")
+        parts = []
+        for m, plan in enumerate(self.r.methods):
+            t = plan.tensors
+            rows = np.flatnonzero(t.mem_id >= 0)
+            if not len(rows):
+                continue
+            sizes = np.array(plan.buffer_sizes, np.int64)
+            mem_id = t.mem_id[rows]
+            known = mem_id < len(sizes)
+            bsize = np.full(len(rows), -1, np.int64)
+            bsize[known] = sizes[mem_id[known]]
+            off = t.mem_offset[rows]
+            end = off + t.nbytes[rows]
+            parts.append({"method": np.full(len(rows), m, np.int64), "mem_id": mem_id,
+                          "buffer_size": bsize, "known": known, "value": t.value[rows],
+                          "name": self._names(m)[rows], "code": t.scalar_type[rows],
+                          "shape": t.shape[rows], "offset": off, "nbytes": t.nbytes[rows],
+                          "end": end, "storage": t.storage[rows], "fits": known & (end <= bsize)})
+        if not parts:
+            return {c: [] for c in names}
+        c = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+        return {
+            "method": categorical(c["method"], [p.name for p in self.r.methods]),
+            "mem_id": c["mem_id"], "buffer_size": ints(c["buffer_size"], ~c["known"]),
+            "value": c["value"], "name": strings(c["name"]),
+            "dtype": categorical(c["code"], DTYPE_NAMES), "shape": c["shape"],
+            "offset": c["offset"], "nbytes": c["nbytes"], "end": c["end"],
+            "storage": categorical(c["storage"], STORAGES), "fits": c["fits"],
+        }
+
+
+def _bool_text(x: Any) -> str:
+    return str(bool(x))
+
+
+#: Scalar members of KernelTypes -> (slot, numpy dtype, rendering) (fast path).
+_SCALARS = {_K.Int: (Int.int_val, "<i8", str), _K.Bool: (Bool.bool_val, "u1", _bool_text),
+            _K.Double: (Double.double_val, "<f8", repr)}
+
+
+def list_texts(items: np.ndarray, shown: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """'[a, b, ...]' per list, from the rendered ``items`` of all lists back to back (``shown``
+    of each list; ``counts`` is its full length, longer lists end with '... (n items)').
+
+    All texts come from ONE join over the items and their separators, split at NUL.
+
+    Example:
+        >>> list_texts(objects(["1", "2", "3"]), np.array([2, 0, 1]), np.array([2, 0, 5])).tolist()
+        ['[1, 2]', '[]', '[3, ... (5 items)]']
+    """
+    n = len(shown)
+    out = filled(n, "[]")
+    total = len(items)
+    if total == 0:
+        return out
+    nonempty = np.flatnonzero(shown > 0)
+    begin = (np.cumsum(shown) - shown)[nonempty]
+    last = begin + shown[nonempty] - 1
+    pre = filled(total, "")
+    pre[begin] = "["
+    sep = filled(total, ", ")
+    close = filled(len(nonempty), "]\0")
+    cut = np.flatnonzero(counts[nonempty] > shown[nonempty])
+    for j, c in zip(cut.tolist(), counts[nonempty][cut].tolist()):
+        close[j] = f", ... ({c} items)]\0"
+    sep[last] = close
+    tokens = np.empty(3 * total, dtype=object)
+    tokens[0::3] = pre
+    tokens[1::3] = items
+    tokens[2::3] = sep
+    texts = "".join(tokens.tolist()).split("\0")
+    texts.pop()
+    out[nonempty] = objects(texts)
+    return out
+
+
+def _unique_names(methods: list[Method]) -> list[str]:
+    """Method names as categories (a repeated name from a corrupt file gets a suffix)."""
+    out: list[str] = []
+    for plan in methods:
+        name = plan.name
+        while name in out:
+            name += "'"
+        out.append(name)
+    return out
+
+
+def _value_summary(t: int, tab: Table) -> str:
+    """A short rendering of one non-tensor EValue (scalar verifying path)."""
+    if t == _K.Int:
+        return str(tab.i64(Int.int_val))
+    if t == _K.Bool:
+        return str(tab.bool(Bool.bool_val))
+    if t == _K.Double:
+        return repr(tab.f64(Double.double_val))
+    if t == _K.String:
+        s = tab.string(String.string_val, "string_val") or ""
+        return repr(s[:60] + ("..." if len(s) > 60 else ""))
+    if t in LIST_TYPES:
+        items = tab.scalars(List.items, LIST_TYPES[t][1], "items")
+        n = len(items)
+        shown = [bool(x) if t == _K.BoolList else x for x in items[:16]]
+        body = ", ".join(str(x) for x in shown) + (f", ... ({n} items)" if n > 16 else "")
+        return f"[{body}]"
+    return ""
