@@ -404,27 +404,17 @@ def _report(path: str, e: BaseException) -> None:
 # -- optional commands ---------------------------------------------------------------------------
 
 def _optional(name: str, command: str) -> ModuleType:
-    """Import ``workbench.<name>`` for a command, or raise a usage error saying why not.
-
-    The package attribute of the same name (e.g. a public ``workbench.compare()`` function)
-    is kept: importing a submodule would otherwise rebind it to the module.
-    """
+    """Import ``workbench.<name>`` for a command, or raise a usage error saying why not."""
     full = f"{__package__}.{name}"
     if importlib.util.find_spec(full) is None:
         raise _Usage(f"'workbench {command}' is not available in this installation "
                      f"(no module {full})")
-    pkg = sys.modules[__package__]
-    before = pkg.__dict__.get(name)
     try:
-        mod = importlib.import_module(full)
+        return importlib.import_module(full)
     except ImportError as e:
         missing = e.name or str(e)
         raise _Usage(f"'workbench {command}' needs {missing}, which is not installed "
                      f"(pip install 'pte-workbench[notebook]')") from None
-    finally:
-        if before is not None:
-            setattr(pkg, name, before)
-    return mod
 
 
 def _print_summary(summary: Any, rows: int | None) -> None:
