@@ -33,7 +33,7 @@ import workbench as wb
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_models"
-ARTIFACT_SUFFIXES = (".pte", ".ptd", ".bpte", ".pt2")
+ARTIFACT_SUFFIXES = (".pte", ".ptd", ".bpte", ".pt2", ".etdp", ".etrecord")
 
 
 # --------------------------------------------------------------------------------------------
@@ -81,7 +81,8 @@ def unchanged(corpus) -> Iterator[Seen]:
 
 
 def artifacts(root: pathlib.Path) -> list[pathlib.Path]:
-    return sorted(p for p in root.iterdir() if p.suffix in ARTIFACT_SUFFIXES)
+    """Every artifact under ``root``, recursively (as the scan and the CLI walk folders)."""
+    return sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in ARTIFACT_SUFFIXES)
 
 
 def _keys(art: wb.Artifact) -> Iterator[tuple[str, object]]:
