@@ -254,9 +254,6 @@ def test_vtable_outside(soffset):
     expect((OutOfBoundsError, TruncatedError), lambda: fb.root("Root"))
 
 
-@pytest.mark.xfail(strict=True, reason="known defect in workbench/flatbuf.py: a vtable before "
-                   "the buffer start is reported at its computed (negative) position, e.g. "
-                   "'at 0x-7fffffdf'; it should name the table's soffset field")
 @pytest.mark.parametrize("soffset", [0x7FFFFFFF, 10_000], ids=hex)
 def test_vtable_before_the_start(soffset):
     fb = edited(lambda d, L: struct.pack_into("<i", d, L["root"], soffset))

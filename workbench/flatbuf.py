@@ -162,7 +162,13 @@ class FlatBuffer:
 
     def _read_vtable(self, vt: int, path: str, pos: int) -> tuple[int, tuple[int, ...]]:
         what = f"{path} vtable"
-        if vt < self.base or vt + 4 > self.end:
+        if vt < self.base:
+            # name the table's soffset field: the vtable's own position may be negative
+            raise OutOfBoundsError(
+                f"vtable at {'-' if vt < 0 else ''}0x{abs(vt):x} (soffset {pos - vt}) lies "
+                f"before the {self.name} flatbuffer [0x{self.base:x}, 0x{self.end:x})",
+                file=self.src.path, structure=what, offset=pos)
+        if vt + 4 > self.end:
             self._bounds(what, vt, 4)
         if vt & 1:
             raise self._corrupt(what, vt, "vtable is not 2-byte aligned")
