@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 
 import workbench as wb
-from workbench.frames import SCAN_KINDS, SCHEMAS
 from workbench.corpus import discover, write
+from workbench.frames import SCAN_KINDS, SCHEMAS
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_models"
