@@ -104,18 +104,19 @@ class BlobInfo:
         """``"<method> delegate <index> (<backend id>)"``: the name the .pte reader uses."""
         return f"{self.method} delegate {self.index} ({self.backend_id})".strip()
 
-    def segment_rows(self) -> list[tuple[int, int, str, str, None, str]]:
+    def segment_rows(self, index: int | None = None) -> list[tuple[int, int, str, str,
+                                                                    int | None, str]]:
         """The sub-segments as rows ``(offset, size, name, kind, index, used_by)`` for the
-        ``segments`` frame (``workbench.formats._layout.cover``), names prefixed with
-        :attr:`label`.
+        ``segments`` frame (``workbench.formats._layout.cover``): names prefixed with
+        :attr:`label`, ``index`` (e.g. the blob's ``Program.segments`` index) on every row.
 
         Example:
             >>> BlobInfo("unknown", "X", "opaque", "a.pte", 0, 4, "forward", 0,
-            ...          subsegments=[SubSegment("payload", "delegate", 0, 4)]).segment_rows()
-            [(0, 4, 'forward delegate 0 (X): payload', 'delegate', None, 'forward delegate 0 (X)')]
+            ...          subsegments=[SubSegment("payload", "delegate", 0, 4)]).segment_rows(1)
+            [(0, 4, 'forward delegate 0 (X): payload', 'delegate', 1, 'forward delegate 0 (X)')]
         """
         label = self.label
-        return [(s.offset, s.size, f"{label}: {s.name}", s.kind, None, label)
+        return [(s.offset, s.size, f"{label}: {s.name}", s.kind, index, label)
                 for s in self.subsegments]
 
     def tensor_columns(self) -> dict[str, Any]:
