@@ -287,18 +287,42 @@ def test_table_past_end():
     expect(ArtifactError, lambda: fb.root("Root"))
 
 
-@pytest.mark.parametrize("field,offset", [(1, ROOT_SIZE), (1, 0xFFFF), (0, 2), (0, 1)])
-def test_field_offset_outside_table(field, offset):
+@pytest.mark.parametrize("field,offset", [(0, 2), (0, 1)])
+def test_field_offset_over_the_soffset(field, offset):
     fb = edited(lambda d, L: struct.pack_into("<H", d, L["root_vt"] + 4 + 2 * field, offset))
     expect(CorruptError, lambda: fb.root("Root"))
 
 
-def test_field_overruns_table():
-    # f64 field 7 moved to offset 44: inside the table, but 8 bytes run past its 48 bytes.
-    fb = edited(lambda d, L: struct.pack_into("<H", d, L["root_vt"] + 4 + 2 * 7, 44))
+def test_field_past_the_declared_size_is_bounded_by_the_buffer():
+    # The official verifier bounds a field by the buffer, not by the table size its vtable
+    # declares (older ExecuTorch writers left a trailing 8-byte field out of that size).
+    fb = edited(lambda d, L: struct.pack_into("<H", d, L["root_vt"] + 2, 36))  # f7 at 32..40
     root = fb.root("Root")
-    expect(CorruptError, lambda: root.f64(7))
-    assert root.u32(7) == struct.unpack_from("<I", fb.buf, root.pos + 44)[0]  # 4 bytes fit
+    assert root.f64(7) == 2.5
+    assert root.f64(7) == 2.5  # noted once per vtable and field
+    (f,) = fb.findings
+    assert f["severity"] == "info" and f["structure"] == "Root.field7"
+    assert f["offset"] == root.pos + 32 and "declared size 36" in f["message"]
+    assert root.u32(0) == 7 and not fb.findings[1:]  # fields inside the size: no finding
+
+
+@pytest.mark.parametrize("offset", [0xFFFF, ROOT_SIZE])
+def test_field_past_the_buffer(offset):
+    data, labels = hand_built()
+    struct.pack_into("<H", data, labels["root_vt"] + 4 + 2 * 7, offset)
+    # the window ends where the field would start (+4): an 8-byte read runs past it
+    fb = fb_of(data, end=min(len(data), labels["root"] + offset + 4))
+    root = fb.root("Root")
+    expect((OutOfBoundsError, TruncatedError), lambda: root.f64(7))
+
+
+def test_misaligned_field_is_a_finding():
+    # f64 field 7 moved to offset 36: 8 bytes fit in the 48-byte table but are 4-aligned only
+    fb = edited(lambda d, L: struct.pack_into("<H", d, L["root_vt"] + 4 + 2 * 7, 36))
+    root = fb.root("Root")
+    assert root.f64(7) == struct.unpack_from("<d", fb.buf, root.pos + 36)[0]
+    assert [f["severity"] for f in fb.findings] == ["info"]
+    assert "not 8-byte aligned" in fb.findings[0]["message"]
 
 
 @pytest.mark.parametrize("field,getter", [

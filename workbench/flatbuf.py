@@ -48,6 +48,9 @@ _HH = struct.Struct("<HH").unpack_from
 # scalar read helpers: format char -> (size, unpack_from)
 _SCALARS = {c: (struct.calcsize("<" + c), struct.Struct("<" + c).unpack_from) for c in "bB?hHiIqQfd"}
 _VEC_STRUCTS: dict[tuple[str, int], struct.Struct] = {}
+# scalar size -> alignment mask (the verifier aligns scalars to their size; a struct's
+# alignment is not its size, so other sizes are not checked)
+_ALIGN_MASK = {2: 1, 4: 3, 8: 7}
 
 
 def _vec_struct(fmt: str, n: int) -> struct.Struct:
@@ -74,7 +77,8 @@ class FlatBuffer:
     Offsets handed out by :class:`Table` methods are absolute file offsets.
     """
 
-    __slots__ = ("src", "buf", "base", "end", "identifier", "name", "_vtables", "_budget")
+    __slots__ = ("src", "buf", "base", "end", "identifier", "name", "findings", "_vtables",
+                 "_budget", "_noted")
 
     def __init__(
         self,
@@ -84,6 +88,7 @@ class FlatBuffer:
         *,
         identifier: bytes | None = None,
         name: str = "flatbuffer",
+        findings: list[dict] | None = None,
     ) -> None:
         src.check(base, end - base, f"{name} flatbuffer")
         self.src = src
@@ -93,6 +98,10 @@ class FlatBuffer:
         self.identifier = identifier
         self.name = name
         self._vtables: dict[int, tuple[int, tuple[int, ...]]] = {}
+        #: oddities the official verifier accepts (dicts: severity, structure, offset,
+        #: message); pass the reader's own list to collect them there.
+        self.findings: list[dict] = [] if findings is None else findings
+        self._noted: set[tuple[int, int, int]] = set()  # (vtable, field, kind) already noted
         # Upper bound on vector elements read in total: a well-formed buffer stores each
         # element once, so 2x its size (+ slack) is never reached unless data is shared
         # maliciously to amplify work.
@@ -115,6 +124,41 @@ class FlatBuffer:
                 f"{length} bytes run past the end of the {self.name} flatbuffer (0x{self.end:x})",
                 file=self.src.path, structure=what, offset=offset,
             )
+
+    def lenient_field(self, table: Table, i: int, off: int, size: int) -> int:
+        """Field ``i`` of ``table`` at table offset ``off`` broke a rule of ours that the
+        official FlatBuffers verifier does not have; check it by the verifier's rules and
+        note the oddity (once per vtable and field) as a finding. Returns its absolute offset.
+
+        The official verifier (``VerifyField<T>``) bounds a field by the *buffer*, not by the
+        table size its vtable declares (older ExecuTorch writers declared sizes that leave
+        out a trailing 8-byte field), and checks the field's alignment relative to the buffer
+        start (``check_alignment``, on by default). ExecuTorch's runtime and its Python
+        deserializer read both, so both are findings here, not refusals.
+        """
+        pos = table.pos + off
+        what = f"{table.path}.field{i}"
+        if pos + size > self.end:
+            self._bounds(what, pos, size)
+        vt = table.pos - _I32(self.buf, table.pos)[0]
+        if off + size > table.tsize and (vt, i, 0) not in self._noted:
+            self._note((vt, i, 0), "info", what, pos,
+                       f"{size}-byte field at table offset {off} lies past the table's declared "
+                       f"size {table.tsize} (older writers; the FlatBuffers verifier bounds it "
+                       "by the buffer)")
+        if (pos - self.base) & _ALIGN_MASK.get(size, 0) and (vt, i, 1) not in self._noted:
+            self._note((vt, i, 1), "info", what, pos,
+                       f"{size}-byte field at buffer offset 0x{pos - self.base:x} is not "
+                       f"{size}-byte aligned (the FlatBuffers verifier's check_alignment "
+                       "refuses it; ExecuTorch's runtime reads it)")
+        return pos
+
+    def _note(self, key: tuple[int, int, int], severity: str, what: str, pos: int,
+              message: str) -> None:
+        self._noted.add(key)
+        if len(self.findings) < 1000:
+            self.findings.append({"severity": severity, "structure": what, "offset": pos,
+                                  "message": message})
 
     def charge(self, n: int, what: str, offset: int) -> None:
         """Account for ``n`` elements about to be read (guards against amplification)."""
@@ -181,10 +225,11 @@ class FlatBuffer:
         n = (vtsize - 4) // 2
         fields = _vec_struct("H", n).unpack_from(self.buf, vt + 4) if n else ()
         for i, off in enumerate(fields):
-            if off and (off < 4 or off >= tsize):
+            # a field past the declared size is bounded by the buffer when read (field_pos)
+            if off and off < 4:
                 raise self._corrupt(
                     what, vt + 4 + 2 * i,
-                    f"field {i} offset {off} lies outside the table (size {tsize})",
+                    f"field {i} offset {off} overlaps the table's soffset (must be >= 4)",
                 )
         result = (tsize, tuple(fields))
         if len(self._vtables) < 100_000:
@@ -260,19 +305,22 @@ class Table:
 
     # -- raw field access ---------------------------------------------------------------
     def field_pos(self, i: int, size: int) -> int:
-        """Absolute offset of field ``i`` (0 when absent); checks it fits in the table."""
+        """Absolute offset of field ``i`` (0 when absent).
+
+        The official verifier's rules: the field lies within the buffer (an error
+        otherwise); one past the table's declared size or misaligned is a finding
+        (:meth:`FlatBuffer.lenient_field`).
+        """
         fields = self.fields
         if i >= len(fields):
             return 0
         off = fields[i]
         if not off:
             return 0
-        if off + size > self.tsize:
-            raise self.fb._corrupt(
-                f"{self.path}.field{i}", self.pos + off,
-                f"{size}-byte field at table offset {off} overruns the table (size {self.tsize})",
-            )
-        return self.pos + off
+        pos = self.pos + off
+        if off + size > self.tsize or (pos - self.fb.base) & _ALIGN_MASK.get(size, 0):
+            return self.fb.lenient_field(self, i, off, size)
+        return pos
 
     def has(self, i: int) -> bool:
         """Whether field ``i`` is present."""

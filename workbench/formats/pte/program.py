@@ -109,7 +109,7 @@ class ProgramReader:
         self.segment_base = span.segment_base
         self.segment_data_size = span.segment_data_size
         fb = FlatBuffer(self.src, self.start, self.start + self.program_size,
-                        identifier=MAGIC, name="Program")
+                        identifier=MAGIC, name="Program", findings=self.findings)
         self.fb = fb
         self.vec = VecReader(fb)
         prog = fb.root("Program")
