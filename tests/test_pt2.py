@@ -804,7 +804,7 @@ def test_config_pointing_nowhere(tmp_path):
         fails(write(tmp_path, data), CorruptError)
     ms = [m if "models/" not in m["name"] else {**m, "data": b"{not json"} for m in pt2_members()]
     data, _ = build_zip(ms)
-    assert "invalid JSON" in str(fails(write(tmp_path, data), CorruptError))
+    assert "not valid JSON" in str(fails(write(tmp_path, data), CorruptError))
 
 
 def test_fuzzed_samples_raise_only_artifact_errors(tmp_path, sample):

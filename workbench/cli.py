@@ -17,8 +17,9 @@ Output: human-readable text on stdout by default; ``--format csv|json|parquet`` 
 that data to stdout (or ``--out FILE``); messages, warnings about bad files and the progress
 bar go to stderr. Names read from files are escaped before they reach a terminal.
 
-Exit codes: 0 ok, 1 an artifact is bad (message on stderr), 2 usage error (or a command
-that is not available in this installation).
+Exit codes: 0 ok, 1 an artifact is bad (one line on stderr, never a traceback), 2 usage error
+(or a command that is not available in this installation), 70 a bug in workbench itself (the
+traceback on stderr).
 """
 
 from __future__ import annotations
@@ -249,6 +250,10 @@ def _write_text(text: str, out: str | None) -> None:
             f.write(text)
 
 
+#: Exit code for an exception that is not an ArtifactError: a bug (``EX_SOFTWARE``).
+EXIT_BUG = 70
+
+
 def _err(msg: object) -> None:
     print(f"workbench: {escape(msg)}", file=sys.stderr)
 
@@ -340,6 +345,8 @@ def _open(path: str, data: list[str] | None) -> Any:
     try:
         return wb_open(path, data=data)
     except TypeError as e:  # data= for a file that is not a .pte
+        if data is None:
+            raise  # (a bug, not a usage error)
         raise _Usage(f"{path}: {e}") from None
 
 
@@ -627,6 +634,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:  # pragma: no cover
         return 130
+    except Exception:  # a bug in workbench, never a bad file: say so, with the traceback
+        import traceback
+
+        traceback.print_exc()
+        _err("internal error: this is a bug in workbench, not a problem with the file; "
+             "please report it with the traceback above")
+        return EXIT_BUG
 
 
 if __name__ == "__main__":  # pragma: no cover

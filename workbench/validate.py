@@ -94,6 +94,8 @@ def validate(art: Artifact, extra: Mapping[str, Any] | None = None) -> pd.DataFr
             found.append(_f("error", f"{r.method} value {r.value}", None,
                             f"planned at [{r.offset}, {r.end}) outside arena {r.mem_id} "
                             f"of {r.buffer_size} bytes"))
+    if "instructions" in frames and "methods" in frames:
+        found.extend(_arg_indices(frames["methods"], frames["instructions"]))
     found.extend(_data_choice(art, extra))
     return _frames.build("findings", {
         "severity": [x["severity"] for x in found],
@@ -169,6 +171,26 @@ def _data_choice(art: Artifact, extra: Mapping[str, Any]) -> list[dict[str, Any]
                           f"also fits ({len(hits)} of the {wanted} keys the program needs) "
                           f"but is not attached: {firsts} was tried first "
                           f"({order}); pass data=[...] to choose"))
+    return out
+
+
+def _arg_indices(methods: pd.DataFrame, ins: pd.DataFrame) -> list[dict[str, Any]]:
+    """Instruction arguments that index no value of their method (the runtime refuses to
+    load such a method)."""
+    import pandas as pd
+
+    n_values = dict(zip(methods["method"].tolist(), methods["values"].tolist()))
+    out = []
+    for method, chain, k, args, at in zip(*(ins[c].tolist() for c in (
+            "method", "chain", "instruction", "args", "table_offset"))):
+        n = n_values.get(method)
+        if n is None or not isinstance(args, tuple):
+            continue
+        bad = [a for a in args if a < 0 or a >= n]
+        if bad:
+            out.append(_f("error", f"{method} chain {chain} instruction {k}",
+                          None if at is pd.NA else at,
+                          f"argument(s) {bad[:4]} index past the {n} values of the method"))
     return out
 
 

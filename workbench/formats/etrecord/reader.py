@@ -9,18 +9,19 @@ naming the member and where in it.
 
 from __future__ import annotations
 
-import json
 import re
 from collections import deque
 from typing import Any
 
+from ..._json import loads as checked_loads
 from ...errors import CorruptError
+from ...limits import JSON_MAX_BYTES
 from ...source import Source
 from .._zip import LOCAL_MAGIC, ZipDirectory, ZipEntry
 from . import schema as S
 
 #: Largest JSON member parsed (a graph with ~100k nodes and stack traces is far smaller).
-JSON_LIMIT = 256 << 20
+JSON_LIMIT = JSON_MAX_BYTES
 _PICKLE_PROTOCOLS = (2, 3, 4, 5)
 #: Absolute, drive-qualified, backslash, control character or a ``..`` component.
 _UNSAFE = re.compile(r"^[/\\]|^[A-Za-z]:|\\|[\x00-\x1f\x7f-\x9f]|(?:^|/)\.\.(?:/|$)")
@@ -136,18 +137,8 @@ class Archive:
     def _json(self, e: ZipEntry) -> Any:
         """The member's JSON value (bounded size; every failure a CorruptError)."""
         raw = self.zip.content(e, JSON_LIMIT)
-        data = bytes(raw)
-        try:
-            return json.loads(data)
-        except json.JSONDecodeError as exc:
-            at = e.data_offset + exc.pos if not e.compressed else e.data_offset
-            raise self._corrupt(e, "", f"not valid JSON ({exc.msg} at line {exc.lineno} column "
-                                f"{exc.colno})", at) from None
-        except UnicodeDecodeError as exc:
-            raise self._corrupt(e, "", f"not valid UTF-8 JSON ({exc.reason})",
-                                e.data_offset + exc.start if not e.compressed else None) from None
-        except RecursionError:
-            raise self._corrupt(e, "", "JSON nested too deeply to read") from None
+        return checked_loads(raw, file=self.path, structure=f"zip member {e.name!r}",
+                             offset=e.data_offset if not e.compressed else None)
 
     def _json_member(self, name: str) -> Any:
         e = self.zip.get(name)

@@ -4,12 +4,12 @@ rows of every config and AOTInductor package collected (see :mod:`.config`, :mod
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from typing import Any
 
 from ..._fmt import escape
+from ..._json import loads as checked_loads
 from ...errors import CorruptError
 from ...source import Source
 from .._zip import LOCAL_MAGIC, METHODS, ZipDirectory, ZipEntry
@@ -254,12 +254,8 @@ class Archive:
 
     def json(self, e: ZipEntry) -> Any:
         """Member ``e`` parsed as JSON (:class:`CorruptError` when it is not JSON)."""
-        raw = self.text(e)
-        try:
-            return json.loads(raw)
-        except ValueError as exc:
-            raise CorruptError(f"invalid JSON ({exc})", file=self.path,
-                               structure=f"zip member {e.name!r}", offset=e.data_offset) from None
+        return checked_loads(self.text(e), file=self.path, structure=f"zip member {e.name!r}",
+                             offset=e.data_offset if not e.compressed else None)
 
     def _metadata(self) -> None:
         for key, rel in TEXT_MEMBERS.items():

@@ -16,6 +16,7 @@ import re
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..._fmt import escape
+from ..._json import loads as checked_loads
 from ...errors import CorruptError, OutOfBoundsError
 from .._zip import ZipDirectory, ZipEntry
 from .columns import TensorRow
@@ -99,7 +100,8 @@ def _layout_facts(code: Any, shape: tuple, strides: tuple, offset: Any
     return dtype, count * itemsize, reach * itemsize, contiguous(shape, strides), offset * itemsize
 
 
-_NUM = rb"(?:0|[1-9][0-9]*)"
+#: (at most 19 digits: longer numbers go to the JSON path, which bounds them)
+_NUM = rb"(?:0|[1-9][0-9]{0,18})"
 _AS_INTS = rb'((?:\{"as_int": ' + _NUM + rb'\}(?:, \{"as_int": ' + _NUM + rb'\})*)?)'
 #: One config entry as torch writes it, loosely: ``"<fqn>": {"path_name": "<name>"<tail>}}``
 #: and the separator; the tail is checked on its own (:data:`_CANONICAL_TAIL`).
@@ -326,11 +328,8 @@ def _config_json(arc: Archive, model: str, kind_dir: str, cfg: ZipEntry, raw: by
                  prefix: str, kinds: tuple[str, str]) -> _ConfigRows:
     """Config entries via :func:`json.loads`: raw tensors as columns for :func:`_add_rows`;
     pickled and unusual entries are handled (or rejected) by ``_entry_slow``."""
-    try:
-        doc = json.loads(bytes(raw))
-    except ValueError as exc:
-        raise CorruptError(f"invalid JSON ({exc})", file=arc.path,
-                           structure=f"zip member {cfg.name!r}", offset=cfg.data_offset) from None
+    doc = checked_loads(raw, file=arc.path, structure=f"zip member {cfg.name!r}",
+                        offset=cfg.data_offset if not cfg.compressed else None)
     entries = doc.get(CONFIG_KEY) if isinstance(doc, dict) else None
     if not isinstance(entries, dict):
         raise CorruptError("expected an object with a 'config' object", file=arc.path,
@@ -384,6 +383,8 @@ def _entry_slow(arc: Archive, model: str, kind_dir: str, cfg: ZipEntry, fqn: str
     member = arc.member(f"{DATA_DIR}/{kind_dir}/{path_name}")
     if member is None or "/" in path_name:
         raise bad(f"path_name {escape(path_name)!r} names no member of {DATA_DIR}/{kind_dir}/")
+    if not isinstance(meta.get(USE_PICKLE, False), bool):
+        raise bad(f"{USE_PICKLE} is not a boolean (torch would unpickle the member when truthy)")
     use_pickle = meta.get(USE_PICKLE) is True
     kind = CONFIG_KINDS[kind_dir][meta.get(IS_PARAM) is True]
     row: dict[str, Any] = {

@@ -9,7 +9,9 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ..._json import loads as checked_loads
 from ...errors import CorruptError
+from ...limits import JSON_MAX_DEPTH, LimitError
 from .._zip import ZipEntry
 from .schema import (
     CANONICAL_GRAPH_HEAD,
@@ -161,10 +163,8 @@ def _parse(raw: bytes | memoryview, targets: Counter[str], kinds: Counter[str],
            bad: Callable[[str], CorruptError]) -> tuple[Any, Any]:
     """The whole document through :func:`json.loads`: every string ``target`` counted into
     ``targets``, every signature spec kind into ``kinds``; returns the two version fields."""
-    try:
-        doc = json.loads(bytes(raw))
-    except ValueError as exc:
-        raise bad(f"invalid JSON ({exc})") from None
+    where = bad("")  # (the file, structure and offset of the document)
+    doc = checked_loads(raw, file=where.file, structure=where.structure, offset=where.offset)
     if not isinstance(doc, dict):
         raise bad("expected a JSON object")
     stack: list[Any] = [doc]
@@ -214,6 +214,8 @@ def _scan(raw: bytes | memoryview, targets: Counter[str], kinds: Counter[str],
         outputs, _ = dec.raw_decode(bytes(raw[hi:]).decode("utf-8", "replace"))
     except ValueError as exc:
         raise bad(f"invalid JSON in {OUTPUT_SPECS} ({exc})") from None
+    except RecursionError:
+        raise _too_deep(bad(OUTPUT_SPECS)) from None
     if canonical:  # each spec is a list element: '[{"kind": ' or ', {"kind": '
         for kind, n in Counter(_SPEC_KIND_CANONICAL.findall(raw, lo, hi)).items():
             kinds[kind.decode()] = n
@@ -236,4 +238,12 @@ def _scan(raw: bytes | memoryview, targets: Counter[str], kinds: Counter[str],
                 versions[m.group(1).decode()] = dec.raw_decode(text)[0]
             except ValueError:
                 continue
+            except RecursionError:
+                raise _too_deep(bad(m.group(1).decode())) from None
     return versions.get(SCHEMA_VERSION), versions.get(TORCH_VERSION)
+
+
+def _too_deep(where: CorruptError) -> LimitError:
+    """The :class:`LimitError` for a value nested too deeply, at ``where``'s location."""
+    return LimitError(f"JSON nests deeper than JSON_MAX_DEPTH={JSON_MAX_DEPTH}", file=where.file,
+                      structure=where.structure, offset=where.offset, limit="JSON_MAX_DEPTH")

@@ -8,6 +8,7 @@ wrapper, the ELF symbols that bound its constants, and the size limits.
 
 from __future__ import annotations
 
+from ... import limits as _limits
 from ...dtypes import BY_NAME
 from .._zip import LOCAL_MAGIC
 
@@ -17,13 +18,13 @@ MAGIC = LOCAL_MAGIC
 
 # -- limits -------------------------------------------------------------------------------------
 #: Largest metadata member (JSON config, graph, generated source) read into memory.
-METADATA_LIMIT = 256 << 20
+METADATA_LIMIT = _limits.JSON_MAX_BYTES
 #: Largest small text member (``archive_format``, ``byteorder``, ...).
-SMALL_LIMIT = 4096
+SMALL_LIMIT = _limits.ZIP_SMALL_MEMBER_BYTES
 #: Sizes, offsets and byte counts must stay below this (they go to int64 columns).
-LIMIT = 1 << 62
+LIMIT = _limits.BYTES_MAX
 #: Above this size a graph JSON is scanned instead of fully parsed (see ``graph_stats``).
-FULL_PARSE_LIMIT = 1 << 20
+FULL_PARSE_LIMIT = _limits.JSON_FULL_PARSE_BYTES
 #: AOTInductor pads each CPU constant to this many bytes (``ALIGN_BYTES``).
 AOTI_ALIGN = 64
 

@@ -1,0 +1,63 @@
+"""Every attack case: the expected ArtifactError (subclass and message) or a correct result,
+within a time and memory bound."""
+
+from __future__ import annotations
+
+import time
+import tracemalloc
+
+import pytest
+
+from . import flatbuffer_attacks, json_attacks, pte_attacks, zip_attacks
+from ._common import SAMPLES, Case, exercise
+
+CASES: list[Case] = [*json_attacks.CASES, *zip_attacks.CASES, *flatbuffer_attacks.CASES,
+                     *pte_attacks.CASES]
+#: Seconds one case may take (every entry point), and bytes of Python/numpy memory beyond
+#: twice the file's size.
+TIME_LIMIT = 2.0
+MEMORY_SLACK = 64 << 20
+
+
+def test_enough_cases():
+    assert len(CASES) >= 30
+    assert len({c.id for c in CASES}) == len(CASES)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _warm():
+    """Import everything once (pandas frames, compare) so no case pays for the imports."""
+    for name in ("mlp.pt2", "mlp_portable.pte", "mlp_external.ptd", "mlp.bpte",
+                 "mlp_portable.etdp", "mlp_portable.etrecord"):
+        exercise(SAMPLES / name)
+
+
+def _run(case: Case, path) -> None:
+    """Every entry point over ``path``, with the case's expectation."""
+    if case.expect is None:
+        art = exercise(path, case.data)
+        if case.check is not None:
+            case.check(art)
+        return
+    with pytest.raises(case.expect) as info:
+        exercise(path, case.data)
+    if case.match is not None:
+        assert case.match in str(info.value)
+    assert str(info.value).startswith(path.name + ":")
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_attack(case: Case, tmp_path):
+    path = case.build(tmp_path)
+    size = path.stat().st_size
+    t0 = time.perf_counter()
+    _run(case, path)
+    elapsed = time.perf_counter() - t0
+    assert elapsed < TIME_LIMIT, f"{case.id}: {elapsed:.2f} s"
+    tracemalloc.start()
+    try:
+        _run(case, path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 2 * size + MEMORY_SLACK, f"{case.id}: {peak / 2**20:.0f} MiB"
