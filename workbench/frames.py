@@ -614,6 +614,119 @@ SCHEMAS["delegate_nodes"] = [
     _c("output_max", "float64", "fused clamp maximum (NaN: none)"),
 ]
 
+# -- a program's instructions over time (workbench/formats/pte/instructions.py) and the join of
+# an ETDump to them (workbench/timing.py). `position` is the instruction's place in the method's
+# execution order (chain by chain); a single-chain method has position == instruction.
+SCHEMAS["instructions"] = [
+    _c("method", "category", "execution plan name", True),
+    _c("chain", "int64", "chain index (ETDump chain_index)", True),
+    _c("instruction", "int64", "index in the chain (ETDump instruction_id)", True),
+    _c("position", "int64", "index in the method's execution order (chain by chain)"),
+    _c("kind", "category", "kernel | delegate | move | jump_false | free | none", True),
+    _c("op_index", "Int64", "KernelCall.op_index (kernel calls)"),
+    _c("op", "string", "operator 'name.overload' (kernel calls)"),
+    _c("operator", "string", "Operator.name, e.g. aten::addmm"),
+    _c("overload", "string", "Operator.overload, e.g. out"),
+    _c("delegate_index", "Int64", "DelegateCall.delegate_index (delegate calls)"),
+    _c("delegate", "string", "the called BackendDelegate's id, e.g. XnnpackBackend"),
+    _c("args", "object", "tuple of value indices: KernelCall/DelegateCall.args, (move_from, "
+       "move_to), (cond_value_index,) or (value_index,)", True),
+    _c("reads", "object", "tuple: the arguments read (all but `writes`)"),
+    _c("writes", "object", "tuple: the arguments written (inferred, the program does not mark "
+       "them): a kernel's out arguments (repeated as its return values) or the argument it "
+       "returns in place; a delegate's trailing non-constant tensors no earlier instruction "
+       "used; move_to"),
+    _c("destination", "Int64", "JumpFalseCall.destination_instruction"),
+    _c("table_offset", "int64", "absolute offset of the Instruction table"),
+]
+SCHEMAS["lifetimes"] = [
+    _c("method", "category", "execution plan name", True),
+    _c("value", "int64", "value index of the memory-planned tensor", True),
+    _c("name", "string", "tensor name (as in `tensors`)"),
+    _c("storage", "category", "planned | mutable"),
+    _c("mem_id", "int64", "arena index", True),
+    _c("offset", "int64", "offset inside the arena", True),
+    _c("nbytes", "int64", "tensor bytes (upper bound for dynamic shapes)", True),
+    _c("end_offset", "int64", "offset + nbytes"),
+    _c("first", "Int64", "position of the first instruction naming it (missing: none)", True),
+    _c("last", "Int64", "position of the last instruction naming it", True),
+    _c("is_input", "bool", "a method input (live from position 0)"),
+    _c("is_output", "bool", "a method output (live to the last instruction)"),
+    _c("live_from", "Int64", "first position it must hold its bytes (0 for inputs)"),
+    _c("live_to", "Int64", "last position it must hold its bytes (the end for outputs)"),
+]
+SCHEMAS["memory_efficiency"] = [
+    _c("method", "category", "execution plan name", True),
+    _c("mem_id", "int64", "arena index (non_const_buffer_sizes index)", True),
+    _c("arena_bytes", "Int64", "non_const_buffer_sizes[mem_id] (missing: out of range)", True),
+    _c("tensors", "int64", "planned tensors placed in the arena"),
+    _c("tensor_bytes", "int64", "their bytes added up (no reuse)"),
+    _c("high_water", "int64", "largest offset + nbytes"),
+    _c("peak_live_bytes", "int64", "most bytes live at one instruction (overlapping ranges once)",
+       True),
+    _c("peak_at", "Int64", "position of that instruction"),
+    _c("peak_exact", "bool", "False: too big to merge ranges, the peak is a sum of bytes"),
+    _c("efficiency", "float64", "peak_live_bytes / arena_bytes (1.0: no byte wasted)", True),
+]
+SCHEMAS["timeline"] = [
+    _c("run", "int64", "index of the RunData block in the ETDump", True),
+    _c("block", "category", "RunData.name (Default: load, Execute: one execution)"),
+    _c("iteration", "int64", "the k-th block with this name"),
+    _c("index", "int64", "position of the event in RunData.events"),
+    _c("name", "category", "event name as the Inspector gives it", True),
+    _c("event", "category", "the ETDump event kind (events.kind)"),
+    _c("kind", "category", "kernel (a kernel instruction) | delegate (a delegate call or an "
+       "event a backend logged inside it) | framework (the runtime's own) | other", True),
+    _c("method", "category", "method the event is attributed to (missing: none fits)", True),
+    _c("attribution", "category", "exact (one method has this chain/instruction of this kind) | "
+       "ambiguous (several do: the first is named) | none | framework", True),
+    _c("candidates", "string", "every method that fits, '; '-separated"),
+    _c("chain", "int64", "ProfileEvent.chain_index", True),
+    _c("instruction", "int64", "ProfileEvent.instruction_id", True),
+    _c("op", "string", "operator 'name.overload' of a kernel instruction"),
+    _c("operator", "string", "Operator.name"),
+    _c("overload", "string", "Operator.overload"),
+    _c("delegate_index", "Int64", "DelegateCall.delegate_index"),
+    _c("backend", "string", "the delegate's backend id"),
+    _c("delegate_debug_id", "string", "the event's delegate debug id (backend-internal events)"),
+    _c("reads", "object", "tuple of value indices read"),
+    _c("writes", "object", "tuple of value indices written"),
+    _c("read_names", "object", "tuple of the read tensors' names"),
+    _c("write_names", "object", "tuple of the written tensors' names"),
+    _c("read_bytes", "int64", "bytes of the tensors read"),
+    _c("write_bytes", "int64", "bytes of the tensors written"),
+    _c("storages", "string", "storages of the tensors touched, e.g. 'constant, planned'"),
+    _c("start", "uint64", "start_time (raw runtime units)"),
+    _c("end", "uint64", "end_time"),
+    _c("duration", "Int64", "end - start (raw units)", True),
+    _c("debug_handles", "object", "tuple of ETRecord debug handles of the instruction"),
+    _c("nodes", "string", "edge-program nodes (ETRecord): of the instruction or, for an event "
+       "inside a delegate, of its delegate debug id"),
+    _c("ops", "string", "their ops (the Inspector's op_types), '; '-separated"),
+    _c("module", "string", "module paths of those nodes (nn_module_stack), '; '-separated"),
+]
+SCHEMAS["timeline_stats"] = [
+    _c("method", "category", "method", True),
+    _c("chain", "int64", "chain index", True),
+    _c("instruction", "int64", "index in the chain", True),
+    _c("kind", "category", "kernel | delegate | framework | other", True),
+    _c("name", "category", "event name", True),
+    _c("op", "string", "operator of a kernel instruction"),
+    _c("backend", "string", "backend of a delegate call"),
+    _c("count", "int64", "events (one per iteration)", True),
+    _c("total", "Int64", "sum of durations (raw units)"),
+    _c("mean", "float64", "mean duration", True),
+    _c("std", "float64", "standard deviation (ddof=1; NaN for one event)"),
+    _c("min", "Int64", "shortest"),
+    _c("median", "float64", "median duration"),
+    _c("max", "Int64", "longest"),
+    _c("share", "float64", "total / the sum of totals of the same kind"),
+    _c("read_bytes", "int64", "bytes read per call"),
+    _c("write_bytes", "int64", "bytes written per call"),
+    _c("storages", "string", "storages touched"),
+    _c("module", "string", "module paths (ETRecord)"),
+]
+
 _INDEX = {name: {c.name: c for c in cols} for name, cols in SCHEMAS.items()}
 
 

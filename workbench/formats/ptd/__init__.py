@@ -11,21 +11,25 @@ of ``flat_tensor.fbs``), :mod:`.reader` (entries: fast and scalar path, :class:`
 
 from __future__ import annotations
 
-from ..._fmt import escape
 from ...errors import TruncatedError, UnsupportedVersionError
 from ...flatbuf import FlatBuffer
 from ...source import Source
 from ..parsed import Parsed
 from . import columns
 from .header import HEADER_LENGTH, HEADER_MAGIC, FlatTensorHeader
-from .reader import PtdData, read_entries
-from .schema import FlatTensor
+from .reader import PtdData, read_entries, read_entries_v0
+from .schema import V0_NAME, FlatTensor, FlatTensorV0
 
 __all__ = ["FORMAT", "HEADER_LENGTH", "HEADER_MAGIC", "MAGIC", "FlatTensorHeader", "PtdData",
            "detect", "read"]
 
 FORMAT = "ptd"
 MAGIC = b"FT01"
+
+
+def vars_of(table: type) -> list[str]:
+    """The slot names of a schema table class."""
+    return [k for k in vars(table) if not k.startswith("_")]
 
 
 def detect(head: bytes) -> bool:
@@ -53,8 +57,19 @@ def read(src: Source) -> Parsed:
     fb = FlatBuffer(src, 0, fb_end, identifier=MAGIC, name="FlatTensor")
     root = fb.root("FlatTensor")
     version = root.u32(FlatTensor.version)
-    seg_off, seg_size, cols = read_entries(src, fb, root, h)
     parsed = Parsed(format=FORMAT, path=src.path, sources={src.path: src})
+    fb.findings = parsed.findings
+    if len(root.fields) > len(vars_of(FlatTensor)):  # the earlier schema's wider root
+        seg_off, seg_size, cols = read_entries_v0(src, root, h)
+        parsed.info.update({"schema_version": V0_NAME,
+                            "tensor_alignment": root.u32(FlatTensorV0.tensor_alignment)})
+        parsed.findings.append({
+            "severity": "info", "structure": "FlatTensor", "offset": root.pos,
+            "message": f"written with the earlier schema, {V0_NAME} (a root of "
+            f"{len(root.fields)} slots): read by that schema; today's ExecuTorch reads only "
+            "the current FlatTensor schema"})
+    else:
+        seg_off, seg_size, cols = read_entries(src, fb, root, h)
     parsed.info.update({"version": version, "header": h,
                         "segment_base_offset": h.segment_base_offset})
     data = PtdData(src.path, h, seg_off, seg_size, cols, src.size)
@@ -62,13 +77,4 @@ def read(src: Source) -> Parsed:
                             "tensors": lambda: columns.tensors(data),
                             "named_data": lambda: columns.named_data(data)})
     parsed.extra["ptd"] = data
-    if len(data.by_key) < len(cols["key"]):  # a key repeats: the runtime finds the first
-        seen: set[str] = set()
-        for i, key in enumerate(cols["key"].tolist()):
-            if key in seen:
-                parsed.findings.append({
-                    "severity": "warning", "structure": f"FlatTensor.named_data[{i}]",
-                    "offset": None, "message": f"key {escape(key)!r} occurs more than once; "
-                    "the first entry is used (as by the runtime)"})
-            seen.add(key)
     return parsed

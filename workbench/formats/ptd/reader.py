@@ -16,9 +16,9 @@ from ...errors import CorruptError, OutOfBoundsError
 from ...flatbuf import FlatBuffer, Table
 from ...source import Source
 from .header import FlatTensorHeader
-from .schema import DataSegment, FlatTensor, NamedData, TensorLayout
+from .schema import DataSegment, FlatTensor, FlatTensorV0, NamedData, TensorLayout, TensorMetadata
 
-__all__ = ["FAST", "PtdData", "read_entries"]
+__all__ = ["FAST", "PtdData", "read_entries", "read_entries_v0"]
 
 #: Try the vectorised path first (tests turn it off to compare with the scalar path).
 FAST = True
@@ -38,11 +38,9 @@ def read_entries(src: Source, fb: FlatBuffer, root: Table, h: FlatTensorHeader
         return _entries_slow(src, root, h)
 
 
-def _entries_slow(src: Source, root: Table, h: FlatTensorHeader
-                  ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
-    """Segments and named-data entries, one verified table at a time (exact errors)."""
+def _segments(src: Source, root: Table, slot: int, h: FlatTensorHeader) -> list[tuple[int, int]]:
     segments: list[tuple[int, int]] = []
-    for k, seg in enumerate(root.tables(FlatTensor.segments, "segments")):
+    for k, seg in enumerate(root.tables(slot, "segments")):
         off, size = seg.u64(DataSegment.offset), seg.u64(DataSegment.size)
         if off + size > h.segment_data_size:
             raise OutOfBoundsError(
@@ -50,37 +48,36 @@ def _entries_slow(src: Source, root: Table, h: FlatTensorHeader
                 f"(size 0x{h.segment_data_size:x})",
                 file=src.path, structure=f"FlatTensor.segments[{k}]", offset=seg.pos)
         segments.append((h.segment_base_offset + off, size))
-    entries: list[tuple] = []
-    for nd in root.tables(FlatTensor.named_data, "named_data"):
-        key = nd.string(NamedData.key, "key") or ""
-        si = nd.u32(NamedData.segment_index)
-        if si >= len(segments):
-            raise OutOfBoundsError(f"segment_index {si} is out of range ({len(segments)} segments)",
-                                   file=src.path, structure=f"{nd.path}.segment_index", offset=nd.pos)
-        off, size = segments[si]
-        layout = nd.table(NamedData.tensor_layout, "tensor_layout")
-        if layout is not None:
-            code = layout.i8(TensorLayout.scalar_type)
-            dt = SCALAR_TYPES.get(code)
-            if dt is None:
-                raise CorruptError(f"scalar_type {code} is unknown", file=src.path,
-                                   structure=f"{layout.path}.scalar_type", offset=layout.pos)
-            sizes = tuple(layout.scalars(TensorLayout.sizes, "i", "sizes"))
-            if any(s < 0 for s in sizes):
-                raise CorruptError(f"negative size in {list(sizes)}", file=src.path,
-                                   structure=f"{layout.path}.sizes", offset=layout.pos)
-            numel = 1
-            for s in sizes:
-                numel *= s
-            nbytes = numel * dt.itemsize
-            if nbytes > size:
-                raise OutOfBoundsError(
-                    f"tensor of {nbytes} bytes does not fit its {size}-byte segment {si}",
-                    file=src.path, structure=f"{nd.path} ({key!r})", offset=off)
-            dim_order = tuple(layout.scalars(TensorLayout.dim_order, "B", "dim_order"))
-            entries.append((key, si, off, size, code, sizes, dim_order, nbytes, True))
-        else:
-            entries.append((key, si, off, size, 0, (size,), (0,), size, False))
+    return segments
+
+
+def _layout(src: Source, t: Table, key: str, si: int, segments: list[tuple[int, int]],
+            slots: type, at: int, room: int, what: str) -> tuple:
+    """One entry with a tensor layout (scalar_type, sizes, dim_order slots of ``slots``) whose
+    bytes start at absolute ``at`` with ``room`` bytes available."""
+    code = t.i8(slots.scalar_type)
+    dt = SCALAR_TYPES.get(code)
+    if dt is None:
+        raise CorruptError(f"scalar_type {code} is unknown", file=src.path,
+                           structure=f"{t.path}.scalar_type", offset=t.pos)
+    sizes = tuple(t.scalars(slots.sizes, "i", "sizes"))
+    if any(s < 0 for s in sizes):
+        raise CorruptError(f"negative size in {list(sizes)}", file=src.path,
+                           structure=f"{t.path}.sizes", offset=t.pos)
+    numel = 1
+    for s in sizes:
+        numel *= s
+    nbytes = numel * dt.itemsize
+    if nbytes > room:
+        raise OutOfBoundsError(
+            f"tensor of {nbytes} bytes does not fit the {room} bytes left in its segment {si}",
+            file=src.path, structure=f"{what} ({key!r})", offset=at)
+    dim_order = tuple(t.scalars(slots.dim_order, "B", "dim_order"))
+    return (key, si, at, segments[si][1], code, sizes, dim_order, nbytes, True)
+
+
+def _columns(segments: list[tuple[int, int]], entries: list[tuple]
+             ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
     seg_off = np.array([o for o, _ in segments], np.int64)
     seg_size = np.array([z for _, z in segments], np.int64)
     if not entries:
@@ -94,6 +91,57 @@ def _entries_slow(src: Source, root: Table, h: FlatTensorHeader
             "code": np.array(code, np.int64), "shape": objects(shape), "dim_order": objects(dims),
             "nbytes": np.array(nbytes, np.int64), "has_layout": np.array(has, bool)}
     return seg_off, seg_size, cols
+
+
+def read_entries_v0(src: Source, root: Table, h: FlatTensorHeader
+                    ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+    """The same columns from the earlier schema (:class:`~.schema.FlatTensorV0`): one entry
+    per ``TensorMetadata`` (its bytes at ``offset`` inside segment ``segment_index``; ``size``
+    is its own byte count), then the ``named_data`` blobs. Scalar
+    path only: these files are small and no longer written."""
+    segments = _segments(src, root, FlatTensorV0.segments, h)
+    entries: list[tuple] = []
+    for t in root.tables(FlatTensorV0.tensors, "tensors"):
+        key = t.string(TensorMetadata.fully_qualified_name, "fully_qualified_name") or ""
+        si = t.i32(TensorMetadata.segment_index)
+        if not 0 <= si < len(segments):
+            raise OutOfBoundsError(f"segment_index {si} is out of range ({len(segments)} segments)",
+                                   file=src.path, structure=f"{t.path}.segment_index", offset=t.pos)
+        seg_at, seg_size = segments[si]
+        off = t.u64(TensorMetadata.offset)
+        if off > seg_size:
+            raise OutOfBoundsError(f"offset 0x{off:x} lies past the end of segment {si} "
+                                   f"(size 0x{seg_size:x})", file=src.path,
+                                   structure=f"{t.path}.offset", offset=t.pos)
+        e = _layout(src, t, key, si, segments, TensorMetadata, seg_at + off, seg_size - off,
+                    t.path)
+        entries.append((*e[:3], e[7], *e[4:]))  # size: the tensor's own bytes
+    for nd in root.tables(FlatTensorV0.named_data, "named_data"):
+        entries.append(_named_entry(src, nd, segments))
+    return _columns(segments, entries)
+
+
+def _named_entry(src: Source, nd: Table, segments: list[tuple[int, int]]) -> tuple:
+    key = nd.string(NamedData.key, "key") or ""
+    si = nd.u32(NamedData.segment_index)
+    if si >= len(segments):
+        raise OutOfBoundsError(f"segment_index {si} is out of range ({len(segments)} segments)",
+                               file=src.path, structure=f"{nd.path}.segment_index", offset=nd.pos)
+    off, size = segments[si]
+    layout = nd.table(NamedData.tensor_layout, "tensor_layout")
+    if layout is not None:
+        return _layout(src, layout, key, si, segments, TensorLayout, off, size, nd.path)
+    return (key, si, off, size, 0, (size,), (0,), size, False)
+
+
+def _entries_slow(src: Source, root: Table, h: FlatTensorHeader
+                  ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+    """Segments and named-data entries, one verified table at a time (exact errors)."""
+    segments = _segments(src, root, FlatTensor.segments, h)
+    entries: list[tuple] = []
+    for nd in root.tables(FlatTensor.named_data, "named_data"):
+        entries.append(_named_entry(src, nd, segments))
+    return _columns(segments, entries)
 
 
 def _entries_fast(src: Source, fb: FlatBuffer, root: Table, h: FlatTensorHeader

@@ -27,6 +27,7 @@ from .header import (
     MAGIC,
     ExtendedHeader,
 )
+from .instructions import InstructionColumns
 from .program import ProgramReader
 from .schema import VALUE_TYPES
 from .tensors import STORAGES
@@ -72,6 +73,7 @@ def read_program(src: Source, start: int, end: int, outer: str = FORMAT,
     ext = External(src, r.methods, r.named)
     ext.attach(data, siblings)
     cols = Columns(r, ext)
+    icols = InstructionColumns(r)
     sources = {r.file: src}
     for d in ext.data:
         sources.update(d.sources)
@@ -91,6 +93,9 @@ def read_program(src: Source, start: int, end: int, outer: str = FORMAT,
         "delegates": cols.delegates,
         "named_data": cols.named_data,
         "memory_plan": cols.memory_plan,
+        "instructions": icols.instructions,
+        "lifetimes": icols.lifetimes,
+        "memory_efficiency": icols.memory_efficiency,
     })
     p.extra["segments_raw"] = cols.segments_raw
     # for validate(): how each data file came, and whether other .ptd files fit too

@@ -19,8 +19,9 @@ __all__ = [
     "AllocationDetails", "BackendDelegate", "BackendDelegateDataReference",
     "BackendDelegateInlineData", "Bool", "Buffer", "Chain", "CompileSpec", "DataLocation",
     "DataSegment", "DelegateCall", "Double", "EValue", "ExecutionPlan", "ExtraTensorInfo",
-    "INSTRUCTION_TYPES", "Instruction", "InstructionArguments", "Int", "KernelCall",
-    "KernelTypes", "LIST_TYPES", "List", "NamedData", "Operator", "Program", "String",
+    "FreeCall", "INSTRUCTION_TYPES", "Instruction", "InstructionArguments", "Int",
+    "JumpFalseCall", "KernelCall", "KernelTypes", "LIST_TYPES", "List", "MoveCall", "NamedData",
+    "Operator", "Program", "String",
     "SubsegmentOffsets", "Tensor", "TensorDataLocation", "TensorShapeDynamism", "VALUE_TYPES",
 ]
 
@@ -126,6 +127,20 @@ class KernelCall:
 class DelegateCall:
     delegate_index = 0
     args = 1
+
+
+class MoveCall:
+    move_from = 0
+    move_to = 1
+
+
+class JumpFalseCall:
+    cond_value_index = 0
+    destination_instruction = 1
+
+
+class FreeCall:
+    value_index = 0
 
 
 class Operator:
