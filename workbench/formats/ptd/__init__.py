@@ -11,6 +11,7 @@ of ``flat_tensor.fbs``), :mod:`.reader` (entries: fast and scalar path, :class:`
 
 from __future__ import annotations
 
+from ..._fmt import escape
 from ...errors import TruncatedError, UnsupportedVersionError
 from ...flatbuf import FlatBuffer
 from ...source import Source
@@ -77,4 +78,13 @@ def read(src: Source) -> Parsed:
                             "tensors": lambda: columns.tensors(data),
                             "named_data": lambda: columns.named_data(data)})
     parsed.extra["ptd"] = data
+    if len(data.by_key) < len(cols["key"]):  # a key repeats: the runtime finds the first
+        seen: set[str] = set()
+        for i, key in enumerate(cols["key"].tolist()):
+            if key in seen:
+                parsed.findings.append({
+                    "severity": "warning", "structure": f"FlatTensor.named_data[{i}]",
+                    "offset": None, "message": f"key {escape(key)!r} occurs more than once; "
+                    "the first entry is used (as by the runtime)"})
+            seen.add(key)
     return parsed
