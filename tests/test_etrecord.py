@@ -184,8 +184,9 @@ def test_2026_corpus_against_zipfile_and_json():
                    "(examples/sdk -> examples/dev_tools) rewrote the stack traces inside two "
                    "JSON members, growing them by 6 bytes each, without updating sizes, CRCs or "
                    "offsets; the central directory sits 12 bytes after where the end record says "
-                   "(the shared zip layer reports 'central directory entry 0 ... bad signature'; "
-                   "Python's zipfile cannot read those members either)", strict=False,
+                   "(the shared zip layer shifts every offset by those 12 bytes, as Python's "
+                   "zipfile does, and then reports \"zip local header of 'ETRECORD_V0' ... bad "
+                   "signature\"; zipfile cannot read those members either)", strict=False,
                    raises=wb.ArtifactError)
 def test_etrecord_2024():
     path = corpus(CORPUS_2024)

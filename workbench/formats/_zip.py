@@ -167,7 +167,9 @@ class ZipDirectory:
         index: name -> position (the first one when a name repeats; see ``duplicates``).
         by_name: name -> entry (likewise; made on first use, see ``get``).
         duplicates: names that occur more than once.
-        cd_offset, cd_size: the central directory.
+        cd_offset, cd_size: the central directory (where it really lies; see ``prepended``).
+        prepended: bytes by which every offset is shifted, as Python's zipfile does, when the
+            central directory lies later than the end record says (0 normally).
         eocd_offset: the end-of-central-directory record (``eocd_size`` with its comment).
         zip64_offset, locator_offset: the ZIP64 records (``None`` when absent).
         zip64: the archive uses ZIP64 records.
@@ -313,6 +315,11 @@ class ZipDirectory:
             raise OutOfBoundsError(f"central directory [0x{cd_offset:x}, +0x{cd_size:x}) runs past "
                                    f"the end records at 0x{end_of_cd:x}", file=self.path,
                                    structure=what, offset=eocd)
+        # Python's zipfile takes the directory to end where the end records start; when that is
+        # later than the end record says, every offset is shifted by the difference (data was
+        # prepended, e.g. a self-extracting stub, or members grew in place). Do the same.
+        self.prepended = end_of_cd - cd_size - cd_offset
+        cd_offset += self.prepended
         # Bound the entry count by the directory size before allocating anything.
         if n_total * CENTRAL_SIZE > cd_size:
             raise CorruptError(f"{n_total} entries cannot fit a {cd_size}-byte central directory "
@@ -328,6 +335,8 @@ class ZipDirectory:
         cols = self._central_fast() if self.count else None
         if cols is None:
             cols = self._central_scalar()
+        if self.prepended:
+            cols = cols._replace(lho=cols.lho + self.prepended)
         self._local_headers(cols)
 
     def _central_fast(self) -> _Central | None:
@@ -595,8 +604,12 @@ class ZipDirectory:
         what = f"zip local header of {name!r}"
         magic, _, _, l_method, _, _, _, _, _, n_len, x_len = _LOCAL.unpack_from(self.src.buf, lho)
         if magic != 0x04034B50:
-            raise CorruptError(f"bad signature 0x{magic:08x} (expected 0x04034b50)", file=path,
-                               structure=what, offset=lho)
+            shifted = (f"; offsets are shifted by {self.prepended} bytes, as by Python's zipfile, "
+                       "because the central directory lies that much later than the end record "
+                       "says (bytes prepended or members grown after writing)"
+                       if self.prepended else "")
+            raise CorruptError(f"bad signature 0x{magic:08x} (expected 0x04034b50){shifted}",
+                               file=path, structure=what, offset=lho)
         if data > limit:
             raise OutOfBoundsError(f"name and extra ({n_len}+{x_len} bytes) run past the central "
                                    f"directory at 0x{limit:x}", file=path, structure=what, offset=lho)
