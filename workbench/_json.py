@@ -19,7 +19,7 @@ import re
 from typing import Any
 
 from .errors import CorruptError
-from .limits import JSON_MAX_BYTES, JSON_MAX_DEPTH, LimitError
+from .limits import JSON_MAX_BYTES, JSON_MAX_DEPTH, JSON_MAX_INT_DIGITS, LimitError
 
 __all__ = ["depth", "loads"]
 
@@ -88,8 +88,12 @@ def loads(raw: bytes | memoryview, *, file: str | None = None, structure: str = 
         raise CorruptError(f"JSON is not valid UTF-8 ({exc.reason})", file=file,
                            structure=structure, offset=at) from None
     except ValueError as exc:  # e.g. an integer longer than sys.get_int_max_str_digits()
-        raise LimitError(f"not valid JSON ({exc}); the limit is JSON_MAX_INT_DIGITS", file=file,
-                         structure=structure, offset=offset, limit="JSON_MAX_INT_DIGITS") from None
+        if "digits" not in str(exc):
+            raise CorruptError(f"not valid JSON ({exc})", file=file, structure=structure,
+                               offset=offset) from None
+        raise LimitError(f"an integer has more digits than JSON_MAX_INT_DIGITS={JSON_MAX_INT_DIGITS}",
+                         file=file, structure=structure, offset=offset,
+                         limit="JSON_MAX_INT_DIGITS") from None
     except RecursionError:  # (not reached after the depth scan; kept as a second guard)
         raise LimitError(f"JSON nests deeper than JSON_MAX_DEPTH={max_depth}", file=file,
                          structure=structure, offset=offset, limit="JSON_MAX_DEPTH") from None

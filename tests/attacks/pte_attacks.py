@@ -104,3 +104,12 @@ CASES = [
          "BundledProgram.program"),
     Case("bpte_program_truncated", _bpte_program(64), wb.OutOfBoundsError),
 ]
+
+
+def _coreml_deep_index(tmp: Path) -> Path:
+    """The Core ML directory index (byte-reversed JSON at the end of the blob, here the end
+    of the file) nested 3,000 deep."""
+    data = sample("mlp_coreml.pte")
+    text = b'{"nodes": ' + b"[" * 3000 + b"]" * 3000 + b"}"
+    return put(tmp, "x.pte", data[:-len(text)] + text[::-1])
+

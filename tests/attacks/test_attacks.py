@@ -8,6 +8,8 @@ import tracemalloc
 
 import pytest
 
+import workbench as wb
+
 from . import flatbuffer_attacks, json_attacks, pte_attacks, zip_attacks
 from ._common import SAMPLES, Case, exercise
 
@@ -61,3 +63,16 @@ def test_attack(case: Case, tmp_path):
     finally:
         tracemalloc.stop()
     assert peak < 2 * size + MEMORY_SLACK, f"{case.id}: {peak / 2**20:.0f} MiB"
+
+
+def test_coreml_index_depth(tmp_path):
+    """A Core ML directory index nested 3,000 deep: a CorruptError naming the depth limit
+    (the delegate parser, called directly until the delegate frames are wired in)."""
+    from workbench.formats.delegates import inspect_blob
+
+    from .pte_attacks import _coreml_deep_index
+
+    data = _coreml_deep_index(tmp_path).read_bytes()
+    with pytest.raises(wb.CorruptError, match="JSON_MAX_DEPTH"):
+        inspect_blob(memoryview(data)[1024:], file="x.pte", offset=1024,
+                     backend_id="CoreMLBackend")

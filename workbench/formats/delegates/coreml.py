@@ -29,7 +29,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..._json import depth as json_depth
 from ...errors import CorruptError, OutOfBoundsError
+from ...limits import DELEGATE_INDEX_MAX_BYTES, DELEGATE_MAX_DEPTH, JSON_MAX_DEPTH
 from ._base import Blob, BlobInfo
 
 __all__ = ["BACKEND", "IDS", "detect", "parse"]
@@ -38,8 +40,8 @@ BACKEND = "coreml"
 IDS = ("CoreMLBackend",)
 REFERENCE_MAGIC = b"CMJR"
 #: Largest JSON index / reference read (bytes).
-MAX_INDEX = 16 << 20
-_MAX_DEPTH = 64
+MAX_INDEX = DELEGATE_INDEX_MAX_BYTES
+_MAX_DEPTH = DELEGATE_MAX_DEPTH
 
 
 def detect(blob: Blob) -> bool:
@@ -56,6 +58,13 @@ def parse(blob: Blob) -> BlobInfo:
     return _directory(blob)
 
 
+def _loads(text: str) -> Any:
+    """:func:`json.loads` within the depth limit (a ValueError naming it when deeper)."""
+    if json_depth(text.encode("utf-8", "surrogatepass"), JSON_MAX_DEPTH) > JSON_MAX_DEPTH:
+        raise ValueError(f"JSON nests deeper than JSON_MAX_DEPTH={JSON_MAX_DEPTH}")
+    return json.loads(text)
+
+
 def _reference(blob: Blob) -> BlobInfo:
     start, end = blob.start, blob.end
     what = "Core ML reference (CMJR)"
@@ -64,7 +73,7 @@ def _reference(blob: Blob) -> BlobInfo:
                            f"{MAX_INDEX}", file=blob.path, structure=what, offset=start + 4)
     raw = blob.bytes(start + 4, end - start - 4, what)
     try:
-        ref = json.loads(raw.decode("utf-8"))
+        ref = _loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as e:
         raise CorruptError(f"reference is not UTF-8 JSON ({e})", file=blob.path,
                            structure=what, offset=start + 4) from None
@@ -101,8 +110,12 @@ def _index(blob: Blob) -> tuple[dict, int]:
                                    f"({e.msg} at {e.pos})", file=blob.path,
                                    structure="Core ML directory index", offset=end - 1) from None
             k = min(k * 4, end - start, MAX_INDEX)
+        except RecursionError:
+            raise CorruptError(f"the byte-reversed JSON index nests deeper than JSON_MAX_DEPTH="
+                               f"{JSON_MAX_DEPTH}", file=blob.path,
+                               structure="Core ML directory index", offset=end - 1) from None
     try:
-        index = json.loads(tail[:n].encode("latin-1").decode("utf-8"))
+        index = _loads(tail[:n].encode("latin-1").decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as e:
         raise CorruptError(f"the directory index is not UTF-8 JSON ({e})", file=blob.path,
                            structure="Core ML directory index", offset=end - n) from None
@@ -164,7 +177,7 @@ def _directory(blob: Blob) -> BlobInfo:
                  or p == "metadata.json"), None)
     if meta is not None and meta[1] <= 1 << 20:
         try:
-            m = json.loads(blob.bytes(start + meta[0], meta[1], "metadata.json").decode("utf-8"))
+            m = _loads(blob.bytes(start + meta[0], meta[1], "metadata.json").decode("utf-8"))
             if isinstance(m, dict):
                 header.update({k: m[k] for k in ("identifier", "inputNames", "outputNames")
                                if k in m})

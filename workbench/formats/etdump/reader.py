@@ -19,6 +19,7 @@ from ..._vecfb import SlowPath, Tables, VecReader, unique_tuples
 from ...dtypes import SCALAR_TYPES
 from ...errors import CorruptError, TruncatedError
 from ...flatbuf import FlatBuffer, Table
+from ...limits import TENSOR_MAX_BYTES
 from ...source import Source
 from .schema import (
     FILE_IDENTIFIER,
@@ -40,7 +41,7 @@ from .schema import (
 #: Try the vectorised path first (tests turn it off to compare with the scalar path).
 FAST = True
 #: A logged tensor of this many bytes or more is corrupt (it would overflow int64 columns).
-MAX_TENSOR_BYTES = 1 << 62
+MAX_TENSOR_BYTES = TENSOR_MAX_BYTES
 _ITEMSIZE = np.zeros(max(SCALAR_TYPES) + 1, np.int64)
 for _code, _dt in SCALAR_TYPES.items():
     _ITEMSIZE[_code] = _dt.itemsize

@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..._cols import filled
+from ...limits import DELEGATE_SCAN_MAX_BYTES
 from ...source import Source
 from ..parsed import Parsed
 from .program import Method, NamedEntry
@@ -23,7 +24,7 @@ from .tensors import DTYPE_NAMES, EXTERNAL, Tensors
 
 _HEX_KEY = re.compile(rb"[0-9a-f]{64}")
 #: Delegate blobs larger than this are not scanned for keys.
-MAX_SCANNED_BLOB = 64 << 20
+MAX_SCANNED_BLOB = DELEGATE_SCAN_MAX_BYTES
 
 
 class Want(NamedTuple):

@@ -24,6 +24,7 @@ from ..._vecfb import SlowPath, VecReader, layouts
 from ...dtypes import SCALAR_TYPES
 from ...errors import CorruptError, OutOfBoundsError
 from ...flatbuf import Table
+from ...limits import TENSOR_MAX_BYTES
 from .schema import AllocationDetails, EValue, ExecutionPlan, ExtraTensorInfo, KernelTypes, TensorDataLocation
 from .schema import Tensor as T
 
@@ -39,7 +40,7 @@ DTYPE_NAMES = [SCALAR_TYPES[c].name for c in range(len(SCALAR_TYPES))]
 SHAPE_DYNAMISM = ("static", "dynamic_bound", "dynamic_unbound")
 DYNAMISM_NAMES = [*SHAPE_DYNAMISM, *(str(d) for d in range(len(SHAPE_DYNAMISM), 256))]
 #: Larger tensors are corrupt (and would overflow int64 columns).
-MAX_TENSOR_BYTES = 1 << 62
+MAX_TENSOR_BYTES = TENSOR_MAX_BYTES
 _EXT = TensorDataLocation.EXTERNAL
 
 

@@ -17,10 +17,11 @@ import numpy as np
 from ...._cols import filled, objects
 from ...._vecfb import SlowPath, Tables, VecReader, unique_tuples
 from ....flatbuf import FlatBuffer, Table
+from ....limits import NUMEL_MAX
 from . import schema as S
 
 #: Largest element count accepted for one value (more is corrupt: int64 columns).
-MAX_NUMEL = 1 << 60
+MAX_NUMEL = NUMEL_MAX
 
 
 class RawGraph:
