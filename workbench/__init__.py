@@ -28,6 +28,7 @@ from .errors import (
     CorruptError,
     MissingDataError,
     OutOfBoundsError,
+    StaleFileError,
     TruncatedError,
     UnknownFormatError,
     UnsafeContentError,
@@ -51,5 +52,6 @@ __all__ = [
     "UnsupportedVersionError",
     "MissingDataError",
     "UnsafeContentError",
+    "StaleFileError",
     "__version__",
 ]

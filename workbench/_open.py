@@ -76,7 +76,8 @@ def open(  # noqa: A001 - the public verb
                 raise TypeError(f"data= applies to .pte programs and ETDump traces, not to "
                                 f"{reader.FORMAT} files")
             with no_gc():
-                return Artifact(reader.read(src, data=data) if data else reader.read(src))
+                return _reopenable(
+                    Artifact(reader.read(src, data=data) if data else reader.read(src)), path, data)
         explicit = [_open_data(p, opened) for p in (data or ())]
 
         def siblings() -> Iterator[Any]:  # parsed lazily, only while keys are unresolved
@@ -89,11 +90,20 @@ def open(  # noqa: A001 - the public verb
                     continue  # a broken neighbour is not this program's problem
 
         with no_gc():
-            return Artifact(formats.pte.read(src, data=explicit, siblings=siblings()))
+            return _reopenable(
+                Artifact(formats.pte.read(src, data=explicit, siblings=siblings())), path, data)
     except BaseException:
         for s in opened:
             s.close()
         raise
+
+
+def _reopenable(art: Artifact, path: str | os.PathLike[str],
+                data: Sequence[str | os.PathLike[str]] | None) -> Artifact:
+    """Record how to open ``art`` again (``Artifact.reload``: same path, same ``data=``)."""
+    again = None if data is None else list(data)
+    art._reopen = lambda: open(path, data=again)
+    return art
 
 
 def _open_data(path: str | os.PathLike[str], opened: list) -> Any:

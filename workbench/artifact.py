@@ -93,6 +93,7 @@ class Artifact:
                  ) -> dict[str, Any]:
         cols = self._cols.get(name)
         if cols is None:
+            self.ensure_fresh(f"frame {name!r}")  # builders read the maps
             cols = (builder or self._parsed.builders[name])()
             self._cols[name] = cols
         return cols
@@ -137,7 +138,11 @@ class Artifact:
         inner = self._parsed.extra.get("program")
         if inner is None:
             raise AttributeError(f"{self.format} artifacts have no embedded program")
-        return Artifact(inner)
+        prog = Artifact(inner)
+        outer = self._reopen
+        if outer is not None:
+            prog._reopen = lambda: outer().program
+        return prog
 
     def run_test_cases(self, rtol: float = 1e-3, atol: float = 1e-5) -> pd.DataFrame:
         """Run a ``.bpte``'s test cases on the ExecuTorch runtime; one row per output.
@@ -185,7 +190,65 @@ class Artifact:
         """
         from .validate import validate
 
+        self.ensure_fresh("validate()")
         return validate(self, self._parsed.extra)
+
+    # -- live files ---------------------------------------------------------------------------
+    #: How :meth:`reload` opens the file(s) again (set by :func:`workbench.open`).
+    _reopen: Callable[[], Artifact] | None = None
+
+    def ensure_fresh(self, what: str | None = None) -> None:
+        """Raise :class:`~workbench.errors.StaleFileError` when a file of this artifact was
+        rewritten in place or truncated since it was opened (one ``os.fstat`` per file).
+
+        The workbench calls it before it reads a map (building a frame, ``validate()``,
+        ``tensor()``); an atomically replaced file passes (its old map stays valid).
+
+        Example:
+            >>> art.ensure_fresh()      # doctest: +SKIP
+        """
+        for src in self._parsed.sources.values():
+            src.ensure_fresh(what)
+
+    def is_stale(self) -> bool:
+        """Whether any file of this artifact changed on disk since it was opened: rewritten
+        in place, truncated, atomically replaced or removed. Then :meth:`reload`.
+
+        Example:
+            >>> art.is_stale()          # doctest: +SKIP
+            False
+        """
+        return any(src.is_stale() for src in self._parsed.sources.values())
+
+    def reload(self) -> Artifact:
+        """Open the file(s) again (same path, same ``data=`` choice) and refresh this artifact
+        in place: frames, tensors and findings are rebuilt from the new bytes on first use.
+        Returns ``self``.
+
+        The old maps are released; views handed out earlier keep their old map alive (and
+        fault if that file was truncated: copy what you keep, ``tensor(name, copy=True)``).
+        If opening fails (the file is half-written, say), the error is raised and this
+        artifact keeps its old state. Artifacts not made by :func:`workbench.open` raise
+        ``TypeError``.
+
+        Example:
+            >>> art = wb.open("model.pte")          # doctest: +SKIP
+            >>> # ... model.pte is re-exported ...
+            >>> art.is_stale()                      # doctest: +SKIP
+            True
+            >>> art.reload().is_stale()             # doctest: +SKIP
+            False
+        """
+        reopen = self._reopen
+        if reopen is None:  # built by hand from a Parsed (the core never imports open())
+            raise TypeError(f"{self.path}: this artifact was not made by workbench.open(); "
+                            "open the file again instead")
+        new = reopen()
+        self.close()
+        self.__dict__.clear()
+        self.__init__(new._parsed)  # type: ignore[misc]
+        self._reopen = reopen
+        return self
 
     # -- tensor data ------------------------------------------------------------------------
     def _row(self, key: str | tuple[str, int]) -> tuple[str, int]:
@@ -213,16 +276,29 @@ class Artifact:
         Args:
             key: a ``name`` from :attr:`tensors`, or ``(method, value)`` for a .pte value.
             copy: return a private, writable copy instead of a read-only view of the map.
+                The copy is read through the file descriptor (``os.preadv``), not the map,
+                and the file's identity is checked before and after: it never faults.
 
         Returns:
             A numpy array (read-only view unless ``copy``), or a torch tensor for dtypes
             numpy lacks (``bfloat16``, float8 types). Views follow ``dim_order``.
+
+        Warning:
+            A view (``copy=False``) is the file's memory map. If the file is truncated
+            while the view lives (a model re-exported in place), touching it kills the
+            process with ``SIGBUS`` (in Jupyter: the kernel dies); no Python check can stop
+            that. ``tensor()`` checks the file before handing a view out, but not later.
+            Keep ``copy=True`` for data that outlives a re-export; use :meth:`is_stale` and
+            :meth:`reload` to pick up a new file. An atomic replace (write a temporary
+            file, then ``os.replace``) keeps old views valid.
 
         Raises:
             KeyError: no such tensor.
             MissingDataError: the tensor has no stored bytes (planned, or external data
                 that was not found).
             OutOfBoundsError: its bytes lie outside the file.
+            StaleFileError: the file was rewritten in place or truncated since it was
+                opened (call :meth:`reload`).
 
         Example:
             >>> w = art.tensor("forward/0")     # doctest: +SKIP
@@ -281,10 +357,24 @@ class Artifact:
         inverse = tuple(dim_order.index(k) for k in range(len(shape)))
         if span == 0:
             return self._empty(shape, dt, copy, file, name, offset)
+        what = f"tensor {name!r}"
+        raw = None
+        if copy:  # through the descriptor: a truncation is a short read, not a fault
+            import numpy as np
+
+            raw = src.readinto(offset, np.empty(span * dt.itemsize, np.uint8), what)
+        else:
+            src.ensure_fresh(what)
+        plain = strides is None and inverse == tuple(range(len(shape)))
         if dt.numpy is not None:
             import numpy as np
 
-            base = np.frombuffer(src.buf, dtype=dt.numpy, count=span, offset=offset)
+            if raw is not None:
+                base = raw.view(dt.numpy)
+                if plain:
+                    return base.reshape(shape)  # already private and writable
+            else:
+                base = np.frombuffer(src.buf, dtype=dt.numpy, count=span, offset=offset)
             if strides is not None:
                 arr = np.lib.stride_tricks.as_strided(
                     base, shape, tuple(st * dt.itemsize for st in strides), writeable=False)
@@ -297,10 +387,15 @@ class Artifact:
         if tdtype is None:
             raise ArtifactError(f"dtype {dt.name} cannot be viewed with this torch",
                                 file=file, structure=f"tensor {name!r}", offset=offset)
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=".*not writable.*")
-            base = torch.frombuffer(src.buf, dtype=torch.uint8, count=span * dt.itemsize,
-                                    offset=offset).view(tdtype)
+        if raw is not None:
+            base = torch.from_numpy(raw).view(tdtype)
+            if plain:
+                return base.reshape(shape)  # already private and writable
+        else:
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message=".*not writable.*")
+                base = torch.frombuffer(src.buf, dtype=torch.uint8, count=span * dt.itemsize,
+                                        offset=offset).view(tdtype)
         if strides is not None:
             t = base.as_strided(shape, strides)
         else:

@@ -150,31 +150,32 @@ def compare(a: ArtifactLike, b: ArtifactLike, *,
 # Byte ranges and hashing
 # ------------------------------------------------------------------------------------------
 
-def _view(art: Artifact, file: str, offset: int, nbytes: int) -> memoryview:
-    """Zero-copy, bounds-checked view of a stored byte range of ``art``."""
-    return art.sources[file].view(offset, nbytes, f"bytes at 0x{offset:x}")
+# Hashes read through the file descriptor (Source.chunks / readinto), never through the map:
+# a file truncated or rewritten under them gives StaleFileError, not SIGBUS.
 
-
-def _sha256(view: memoryview, bar: Any = None) -> str:
+def _sha256(art: Artifact, file: str, offset: int, nbytes: int, bar: Any = None) -> str:
+    """SHA-256 of a stored byte range of ``art`` (bounds- and identity-checked)."""
     h = hashlib.sha256()
-    for i in range(0, len(view), _CHUNK):
-        chunk = view[i:i + _CHUNK]
+    for chunk in art.sources[file].chunks(offset, nbytes, "stored bytes", _CHUNK):
         h.update(chunk)
         if bar is not None:
             bar.update(len(chunk))
     return h.hexdigest()
 
 
-def _fingerprint(view: memoryview) -> bytes:
+def _fingerprint(art: Artifact, file: str, offset: int, n: int) -> bytes:
     """Cheap screen: the size and 16 evenly spaced 4 KiB samples (all of a small range)."""
-    n = len(view)
+    src = art.sources[file]
+    what = "stored bytes"
     if n <= _SAMPLE * _SAMPLES:
-        return hashlib.sha256(view).digest()
+        return hashlib.sha256(src.readinto(offset, bytearray(n), what)).digest()
+    src.check(offset, n, what)
     h = hashlib.sha256(n.to_bytes(8, "little"))
     step = (n - _SAMPLE) / (_SAMPLES - 1)
+    buf = bytearray(_SAMPLE)
     for k in range(_SAMPLES):
         start = int(k * step)
-        h.update(view[start:start + _SAMPLE])
+        h.update(src.readinto(offset + start, buf, what))
     return h.digest()
 
 
@@ -205,7 +206,7 @@ class _Hasher:
                            desc="sha256")
         try:
             for key, art in todo.items():
-                self.digests[key] = _sha256(_view(art, *key), bar)
+                self.digests[key] = _sha256(art, *key, bar)
         finally:
             if bar is not None:
                 bar.close()
@@ -295,7 +296,7 @@ def _duplicate_groups(art: Artifact, side: str, rows: list[StoredTensor], hasher
     if not everything:
         fps: dict[tuple[int, bytes], list[tuple[str, int, int]]] = defaultdict(list)
         for key in candidates:
-            fps[(key[2], _fingerprint(_view(art, *key)))].append(key)
+            fps[(key[2], _fingerprint(art, *key))].append(key)
         candidates = [k for keys in fps.values() if len(keys) > 1 for k in keys]
     hasher.hash_all((art, k) for k in candidates)
     groups: dict[str, list[tuple[str, int, int]]] = defaultdict(list)

@@ -27,6 +27,7 @@ __all__ = [
     "UnsupportedVersionError",
     "MissingDataError",
     "UnsafeContentError",
+    "StaleFileError",
 ]
 
 
@@ -103,3 +104,25 @@ class MissingDataError(ArtifactError):
 
 class UnsafeContentError(ArtifactError):
     """Reading this would require executing content from the file (pickle, shared objects)."""
+
+
+class StaleFileError(ArtifactError):
+    """The file changed on disk since it was opened (rewritten in place or truncated).
+
+    Reading its map now could fault (``SIGBUS`` past a new, shorter end) or mix old and new
+    bytes, so the workbench refuses and says what changed. ``Artifact.reload()`` opens the
+    file again. An atomic replace (``os.replace``) leaves the old map intact: reads keep
+    serving the old, consistent bytes, and ``Artifact.is_stale()`` tells that a newer file
+    is there.
+
+    Example:
+        >>> import workbench as wb
+        >>> art = wb.open("model.pte")                       # doctest: +SKIP
+        >>> # ... model.pte is re-exported in place ...
+        >>> try:
+        ...     art.tensor("forward/0", copy=True)           # doctest: +SKIP
+        ... except wb.StaleFileError as e:
+        ...     print(e)
+        ...     art = art.reload()
+        model.pte: changed since it was opened: size 5408 -> 120, mtime ...
+    """

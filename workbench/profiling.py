@@ -198,6 +198,30 @@ def _run_worker(plan_file: str, name: str, cold: bool, workdir: str, env: dict[s
     return {"status": "error", "error": f"{error}: {tail}" if tail else error, "rc": rc}
 
 
+def _identities(files: Iterable[str]) -> dict[str, tuple[int, int, int, int]]:
+    """(size, mtime_ns, inode, device) of each file: what the plan was made from."""
+    out = {}
+    for f in files:
+        st = os.stat(f)
+        out[f] = (st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev)
+    return out
+
+
+def _ensure_unchanged(before: dict[str, tuple[int, int, int, int]]) -> None:
+    """Raise :class:`~workbench.errors.StaleFileError` when a planned file changed on disk
+    (workers would map a different file than the plan describes, and could fault)."""
+    from .errors import StaleFileError
+
+    for f, (size, mtime, ino, dev) in _identities(before).items():
+        b = before[f]
+        if (size, mtime, ino, dev) != b:
+            what = [f"size {b[0]} -> {size}"] if size != b[0] else []
+            what += [f"inode {b[2]} -> {ino}"] if (ino, dev) != (b[2], b[3]) else []
+            what += ["mtime changed"] if mtime != b[1] else []
+            raise StaleFileError(f"changed since it was planned: {', '.join(what)}; "
+                                 "profile it again", file=f, structure="profile")
+
+
 def _warm(files: Iterable[str]) -> None:
     """Read the files once through a small buffer (page cache warm, no memory kept)."""
     buf = bytearray(16 * MiB)
@@ -300,6 +324,7 @@ def profile(artifact: Artifact | str | os.PathLike[str],
     if repeat < 1:
         raise ValueError("repeat must be at least 1")
     plan = make_plan(artifact, data=data, trusted=trusted)
+    planned = _identities(plan.files)  # checked before every worker run
     selected = _select(paths, device)
     from .loadpaths import PATHS
 
@@ -339,6 +364,7 @@ def profile(artifact: Artifact | str | os.PathLike[str],
                     continue
                 for run in range(repeat):
                     bar.set_postfix_str(f"{lp.name} {run + 1}/{repeat}")
+                    _ensure_unchanged(planned)
                     res = _run_worker(plan_file, lp.name, cold, workdir, env, timeout)
                     res.update(path=lp.name, run=run, device=lp.device, roofline=lp.roofline,
                                cold_requested=cold)

@@ -23,15 +23,15 @@ import traitlets
 
 from .. import formats
 from .._fmt import human_bytes
-from ..errors import ArtifactError
+from ..errors import ArtifactError, StaleFileError
 
 if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.figure import Figure
 
 __all__ = [
-    "ArtifactPicker", "FigureView", "PagedTable", "StatusLine", "error_html", "find_artifacts",
-    "guarded", "note_html", "table_html",
+    "ArtifactPicker", "FigureView", "PagedTable", "ReloadBar", "StatusLine", "error_html",
+    "find_artifacts", "guarded", "note_html", "table_html",
 ]
 
 #: Colours used for messages (readable on Lab's light and dark themes).
@@ -132,6 +132,7 @@ def guarded(method: F) -> F:
             return method(self, *args, **kwargs)
         except Exception as exc:  # shown to the user, not swallowed
             self.status.show_error(exc)
+            offer_reload(self, exc)
             return None
 
     return wrapper  # type: ignore[return-value]
@@ -316,6 +317,57 @@ class FigureView(widgets.VBox):
         """Hide the image and show ``exc`` in red."""
         self.image.layout.display = "none"
         self.message.show_error(exc)
+
+
+# -- live files: the file changed on disk ------------------------------------------------------
+
+class ReloadBar(widgets.HBox):
+    """A line, hidden until the artifact's file changed on disk, that says so and offers a
+    **Reload** button (reading the changed file's map could kill the kernel; the workbench
+    raises :class:`~workbench.errors.StaleFileError` instead, and this turns it into a choice).
+
+    Args:
+        on_reload: called when the button is pressed.
+
+    Example:
+        >>> bar = ReloadBar(lambda: print("reloading"))     # doctest: +SKIP
+        >>> bar.offer("model.pte changed since it was opened")   # doctest: +SKIP
+    """
+
+    def __init__(self, on_reload: Callable[[], None]) -> None:
+        self.message = widgets.HTML()
+        self.button = widgets.Button(description="Reload", icon="refresh",
+                                     button_style="warning",
+                                     tooltip="open the changed file again")
+        self.button.on_click(lambda _b: on_reload())
+        super().__init__([self.button, self.message], layout=widgets.Layout(display="none"))
+        self.add_class("wb-reload")
+
+    def offer(self, reason: BaseException | str) -> None:
+        """Show ``reason`` (an exception or text) and the Reload button."""
+        text = str(reason)
+        self.message.value = (f'<span style="color:{ERROR_COLOR}">the file changed on disk: '
+                              f"{html.escape(text)}</span>")
+        self.layout.display = "flex"
+
+    def hide(self) -> None:
+        """Hide the line (after a reload)."""
+        self.layout.display = "none"
+        self.message.value = ""
+
+    @property
+    def offered(self) -> bool:
+        """Whether the Reload button is shown (handy in tests)."""
+        return self.layout.display != "none"
+
+
+def offer_reload(owner: Any, exc: BaseException) -> bool:
+    """Show ``owner.reload_bar`` when ``exc`` is a :class:`StaleFileError`; whether it did."""
+    bar = getattr(owner, "reload_bar", None)
+    if isinstance(exc, StaleFileError) and bar is not None:
+        bar.offer(exc)
+        return True
+    return False
 
 
 # -- the artifact picker -----------------------------------------------------------------------

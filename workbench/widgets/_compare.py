@@ -8,7 +8,17 @@ from typing import TYPE_CHECKING
 
 import ipywidgets as widgets
 
-from ._common import ArtifactPicker, FigureView, PagedTable, StatusLine, note_html, plots_module, table_html
+from ._common import (
+    ArtifactPicker,
+    FigureView,
+    PagedTable,
+    ReloadBar,
+    StatusLine,
+    note_html,
+    offer_reload,
+    plots_module,
+    table_html,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -42,6 +52,7 @@ class CompareView(widgets.VBox):
     Attributes:
         cmp: the current :class:`~workbench.comparison.Comparison` (``None`` on error).
         picker_a, picker_b, status: the controls.
+        reload_bar: hidden until a file changes on disk; then offers **Reload** (``refresh``).
         summary_html: whole-side bytes per metric (``cmp.delta()``) and file sizes.
         tensor_table, duplicate_table: paged tables; ``show`` filters the tensor rows.
         layout_view: both layouts side by side, moved tensors linked, and bytes by class
@@ -60,6 +71,7 @@ class CompareView(widgets.VBox):
         self.hashes = widgets.Checkbox(value=hashes, description="hash contents", indent=False,
                                        tooltip="match tensors by SHA-256 and fill same_bytes")
         self.status = StatusLine()
+        self.reload_bar = ReloadBar(self.refresh)  # shown when a file changed on disk
         self.summary_html = widgets.HTML()
         self.show = widgets.ToggleButtons(options=list(SHOW), value="moved",
                                           style={"button_width": "auto"})
@@ -74,7 +86,8 @@ class CompareView(widgets.VBox):
             self.duplicate_table,
             widgets.VBox([self.log_scale, self.layout_view]),
         ], titles=("Summary", "Tensors", "Duplicates", "Layouts"))
-        super().__init__([self.picker_a, self.picker_b, self.hashes, self.status, self.tabs],
+        super().__init__([self.picker_a, self.picker_b, self.hashes, self.reload_bar, self.status,
+                          self.tabs],
                          layout=widgets.Layout(width="100%"))
         self.add_class("wb-compare")
         for w, name in ((self.picker_a, "path"), (self.picker_b, "path"), (self.hashes, "value")):
@@ -89,6 +102,7 @@ class CompareView(widgets.VBox):
             self.cmp.close()
             self.cmp = None
         self.status.clear()
+        self.reload_bar.hide()
         try:
             from ..comparison import compare
 
@@ -96,11 +110,13 @@ class CompareView(widgets.VBox):
                 self.cmp = compare(self.picker_a.path, self.picker_b.path, hashes=self.hashes.value)
         except Exception as exc:  # shown in the widget
             self.status.show_error(exc)
+            offer_reload(self, exc)
         for draw in (self._draw_summary, self._draw_tensors, self._draw_duplicates, self._draw_layout):
             try:
                 draw()
             except Exception as exc:  # shown in the widget
                 self.status.show_error(exc)
+                offer_reload(self, exc)
 
     def _draw_summary(self) -> None:
         cmp = self.cmp

@@ -17,9 +17,11 @@ from ._common import (
     ArtifactPicker,
     FigureView,
     PagedTable,
+    ReloadBar,
     StatusLine,
     guarded,
     note_html,
+    offer_reload,
     plots_module,
     table_html,
 )
@@ -49,6 +51,10 @@ NO_BYTES = {"planned": "memory-planned, placed in an arena at runtime",
 MAX_OPTIONS = 500
 #: Most values used for statistics and the histogram (a strided sample beyond this).
 MAX_SAMPLE = 1_000_000
+#: Tensors up to this size are copied for statistics (``tensor(copy=True)``: read through the
+#: file descriptor, so a file truncated meanwhile is an error, never a SIGBUS); larger ones
+#: are sampled from the checked view.
+COPY_FOR_STATS = 64 << 20
 
 
 def tensor_sample(x: Any) -> tuple[np.ndarray, bool]:
@@ -80,6 +86,8 @@ class Explorer(widgets.VBox):
 
     Attributes:
         art: the open :class:`~workbench.Artifact` (``None`` when opening failed).
+        reload_bar: hidden until the file changes on disk; then says so and offers **Reload**
+            (:meth:`reload`) instead of reading a changed map.
         picker, status, tabs: the controls; each tab's widgets are attributes too
             (``layout_view``, ``segment_select``, ``tensor_table``, ``tensor_pick``, ...).
 
@@ -97,6 +105,7 @@ class Explorer(widgets.VBox):
         self.data = data
         self.picker = ArtifactPicker(path_or_folder)
         self.status = StatusLine()
+        self.reload_bar = ReloadBar(self.reload)
         self._build_summary()
         self._build_layout()
         self._build_tensors()
@@ -108,7 +117,7 @@ class Explorer(widgets.VBox):
             self.summary_panel, self.layout_panel, self.tensors_panel, self.tensor_panel,
             self.methods_panel, self.memory_panel, self.frames_panel], titles=self.TABS)
         self._stale: set[int] = set()
-        super().__init__([self.picker, self.status, self.tabs],
+        super().__init__([self.picker, self.reload_bar, self.status, self.tabs],
                          layout=widgets.Layout(width="100%"))
         self.add_class("wb-explorer")
         self.tabs.observe(self._on_tab, names="selected_index")
@@ -124,6 +133,7 @@ class Explorer(widgets.VBox):
         if old is not None:
             old.close()
         self.status.clear()
+        self.reload_bar.hide()
         self._stale = set(range(len(self.TABS)))
         if path:
             try:
@@ -132,6 +142,15 @@ class Explorer(widgets.VBox):
                 self.status.show_error(exc)
         self._reset_controls()
         self._render(self.tabs.selected_index or 0)
+
+    def reload(self) -> None:
+        """Open the shown artifact again (same path, same ``data``) and redraw: the action of
+        the Reload button that appears when the file changed on disk.
+
+        Example:
+            >>> ex.reload()          # doctest: +SKIP
+        """
+        self.load(self.art.path if self.art is not None else self.picker.path)
 
     @guarded
     def _reset_controls(self) -> None:
@@ -166,6 +185,10 @@ class Explorer(widgets.VBox):
     def _render(self, index: int) -> None:
         if index not in self._stale:
             return
+        if self.art is not None and self.art.is_stale():  # one stat per file, per tab drawn
+            reason = next((c for c in (s.changes() for s in self.art.sources.values()) if c),
+                          "changed")
+            self.reload_bar.offer(f"{os.path.basename(self.art.path)}: {reason}")
         self._stale.discard(index)
         draw: list[Callable[[], None]] = [
             self._draw_summary, self._draw_layout, self._draw_tensors, self._draw_tensor,
@@ -415,10 +438,13 @@ class Explorer(widgets.VBox):
             return
         assert self.art is not None
         try:
-            x = self.art.tensor(self._key(row))
+            # a copy (read through the descriptor: never faults) unless it is big; the view
+            # is checked against the file's identity when it is handed out
+            x = self.art.tensor(self._key(row), copy=bool(row["nbytes"] <= COPY_FOR_STATS))
             values, sampled = tensor_sample(x)
         except Exception as exc:  # shown in the widget
             self.tensor_hist.show_error(exc)
+            offer_reload(self, exc)
             return
         finite = values[np.isfinite(values)]
         stats = {"min": finite.min() if finite.size else np.nan,
