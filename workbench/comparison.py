@@ -72,7 +72,9 @@ DUPLICATE_HASH_CAP = 1 << 30
 #: Hash this many bytes or more behind a progress bar (``progress=None``).
 PROGRESS_MIN = 256 << 20
 
-_CHUNK = 16 << 20
+#: Hashes read this much at a time through the descriptor into one buffer that stays in
+#: cache (measured: 1 MiB hashes as fast as the map; 16 MiB was ~10-25 % slower).
+_READ_CHUNK = 1 << 20
 _SAMPLE = 4096
 _SAMPLES = 16
 _SIDES = ("a", "b")
@@ -156,7 +158,7 @@ def compare(a: ArtifactLike, b: ArtifactLike, *,
 def _sha256(art: Artifact, file: str, offset: int, nbytes: int, bar: Any = None) -> str:
     """SHA-256 of a stored byte range of ``art`` (bounds- and identity-checked)."""
     h = hashlib.sha256()
-    for chunk in art.sources[file].chunks(offset, nbytes, "stored bytes", _CHUNK):
+    for chunk in art.sources[file].chunks(offset, nbytes, "stored bytes", _READ_CHUNK):
         h.update(chunk)
         if bar is not None:
             bar.update(len(chunk))
