@@ -35,6 +35,7 @@ from .errors import (
     UnsupportedVersionError,
 )
 from .profiling import profile
+from .timing import run, timeline
 
 __version__ = "0.1.0"
 
@@ -43,6 +44,8 @@ __all__ = [
     "scan",
     "compare",
     "profile",
+    "timeline",
+    "run",
     "Artifact",
     "ArtifactError",
     "UnknownFormatError",

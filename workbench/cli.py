@@ -176,6 +176,21 @@ def _parser() -> argparse.ArgumentParser:
                     help="format frames to collect (default: segments,tensors)")
     sc.add_argument("--no-progress", action="store_true", help="no progress bar (default: on a terminal)")
     sc.add_argument("-q", "--quiet", action="store_true", help="no summary line on stderr")
+
+    tl = _sub(sub, "timeline", "join an ETDump trace to the program's instructions (wb.timeline)",
+              "examples:\n"
+              "  workbench timeline model.pte model.etdp\n"
+              "  workbench timeline model.pte model.etdp --etrecord model.etrecord --format csv\n"
+              "  workbench timeline model.pte model.etdp --by instruction --format json\n")
+    tl.add_argument("program", metavar="PROGRAM", help="the .pte or .bpte the trace was made from")
+    tl.add_argument("etdump", metavar="ETDP", help="the ETDump trace")
+    tl.add_argument("--etrecord", metavar="FILE", help="ETRecord: graph nodes and module paths")
+    tl.add_argument("--by", choices=("event", "instruction"), default="event",
+                    help="one row per event (default) or duration statistics per instruction")
+    tl.add_argument("--format", choices=_FORMATS, default="table",
+                    help="table (default, readable) or csv / json / parquet")
+    tl.add_argument("--rows", type=int, default=None, metavar="N", help="table: at most N rows")
+    tl.add_argument("--out", metavar="FILE", help="write the csv / json / parquet output to FILE")
     return p
 
 
@@ -602,8 +617,20 @@ def _display(path: str) -> str:
 
 # -- entry point --------------------------------------------------------------------------------
 
+def _timeline(args: argparse.Namespace) -> int:
+    from .timing import timeline
+
+    df = timeline(args.program, args.etdump, args.etrecord, by=args.by)
+    if args.format == "table":
+        df = df.drop(columns=[c for c in ("reads", "writes", "read_names", "write_names",
+                                          "debug_handles", "candidates", "start", "end")
+                              if c in df.columns])
+    _emit(df, args.format, args.rows, args.out)
+    return 0
+
+
 _COMMANDS = {"inspect": _inspect, "compare": _compare, "profile": _profile, "plot": _plot,
-             "scan": _scan}
+             "scan": _scan, "timeline": _timeline}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

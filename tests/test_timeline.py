@@ -1,0 +1,333 @@
+"""Where time goes: the instructions / lifetimes / memory_efficiency frames of a program and
+``wb.timeline`` / ``wb.run`` / ``workbench timeline``.
+
+Oracles, computed in the tests: ExecuTorch's own deserializer (``deserialize_pte_binary``: the
+instructions and their arguments), the Inspector (event names and raw durations; with the
+ETRecord its ``op_types`` per instruction) on the samples made by
+``sample_models/make_traces.py``, and the ExecuTorch runtime (``wb.run``).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import warnings
+from collections import Counter
+from pathlib import Path
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+
+import workbench as wb
+from workbench import cli
+from workbench.formats.pte import instructions as pte_instructions
+from workbench.formats.pte import program as pte_program
+from workbench.frames import SCHEMAS
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = ROOT / "sample_models"
+TRACES = ("mlp_portable", "mlp_xnnpack")
+PROGRAM_FRAMES = ("instructions", "lifetimes", "memory_efficiency")
+
+
+def sample(name: str) -> Path:
+    path = SAMPLES / name
+    if not path.is_file():
+        pytest.skip(f"{name} missing: run sample_models/make_samples.py / make_traces.py")
+    return path
+
+
+def programs() -> list[Path]:
+    return sorted(SAMPLES.glob("*.pte"))
+
+
+def deserialized(path: Path):
+    ser = pytest.importorskip("executorch.exir._serialize._program")
+    p = ser.deserialize_pte_binary(path.read_bytes())
+    return getattr(p, "program", p)
+
+
+def inspector(etdp: Path, etrecord: Path | None = None):
+    devtools = pytest.importorskip("executorch.devtools")
+    from executorch.devtools.inspector import TimeScale
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return devtools.Inspector(etdump_path=str(etdp),
+                                  etrecord=str(etrecord) if etrecord else None,
+                                  source_time_scale=TimeScale.NS, target_time_scale=TimeScale.NS)
+
+
+# ----------------------------------------------------------------------- program frames
+
+
+@pytest.mark.parametrize("path", programs(), ids=lambda p: p.name)
+def test_instructions_equal_the_deserializer(path):
+    """Every instruction: kind, operator / delegate index, arguments as ExecuTorch reads them."""
+    prog = deserialized(path)
+    ins = wb.open(path).frames["instructions"]
+    want = []
+    for plan in prog.execution_plan:
+        for c, chain in enumerate(plan.chains):
+            for i, x in enumerate(chain.instructions):
+                a = x.instr_args
+                kind = type(a).__name__
+                if kind == "KernelCall":
+                    op = plan.operators[a.op_index]
+                    row = ("kernel", a.op_index, f"{op.name}.{op.overload}" if op.overload
+                           else op.name, None, tuple(a.args))
+                elif kind == "DelegateCall":
+                    row = ("delegate", None, None, plan.delegates[a.delegate_index].id,
+                           tuple(a.args))
+                elif kind == "MoveCall":
+                    row = ("move", None, None, None, (a.move_from, a.move_to))
+                elif kind == "JumpFalseCall":
+                    row = ("jump_false", None, None, None, (a.cond_value_index,))
+                else:
+                    row = ("free", None, None, None, (a.value_index,))
+                want.append((plan.name, c, i, *row))
+    ours = [(str(r.method), r.chain, r.instruction, str(r.kind),
+             None if pd.isna(r.op_index) else int(r.op_index),
+             None if pd.isna(r.op) else r.op, None if pd.isna(r.delegate) else r.delegate,
+             r.args) for r in ins.itertuples(index=False)]
+    assert ours == want
+    # reads and writes split the arguments (duplicates once)
+    for r in ins.itertuples(index=False):
+        assert set(r.reads) | set(r.writes) == set(r.args)
+
+
+@pytest.mark.parametrize("path", programs(), ids=lambda p: p.name)
+def test_frames_follow_the_schemas_and_fast_equals_slow(path, monkeypatch):
+    frames = {}
+    for fast in (True, False):
+        monkeypatch.setattr(pte_program, "FAST", fast)
+        art = wb.open(path)
+        frames[fast] = {n: art.frames[n] for n in PROGRAM_FRAMES}
+    for name in PROGRAM_FRAMES:
+        df = frames[True][name]
+        assert list(df.columns) == [c.name for c in SCHEMAS[name] if c.name in df.columns]
+        pd.testing.assert_frame_equal(df, frames[False][name])
+
+
+def test_writes_of_kernels_and_delegates():
+    ins = wb.open(sample("mlp_portable.pte")).frames["instructions"]
+    # out variants: the out argument (passed again as the return value) is written
+    assert [w for w in ins["writes"]] == [(a[-1],) for a in ins["args"]]
+    x = wb.open(sample("mlp_xnnpack.pte")).frames["instructions"]
+    assert x["reads"].tolist() == [(0,)] and x["writes"].tolist() == [(1,)]
+    kv = wb.open(sample("kv_cache.pte")).frames["instructions"]
+    copies = kv[kv["op"] == "aten::copy_"]
+    assert len(copies) == 2  # in place: copy_(self, src, non_blocking) returns self
+    for r in copies.itertuples():
+        assert r.writes == (r.args[0],)
+
+
+def test_lifetimes_of_kv_cache_against_the_deserialized_uses():
+    """first / last use of every planned value: recomputed from ExecuTorch's deserialized
+    instructions (TensorList members count as used)."""
+    path = sample("kv_cache.pte")
+    plan = deserialized(path).execution_plan[0]
+    uses: dict[int, list[int]] = {}
+    for p, x in enumerate(plan.chains[0].instructions):
+        for v in x.instr_args.args:
+            val = plan.values[v].val
+            members = list(val.items) if type(val).__name__ in ("TensorList",
+                                                                 "OptionalTensorList") else [v]
+            for m in members:
+                uses.setdefault(m, []).append(p)
+    planned = {v: x.val.allocation_info for v, x in enumerate(plan.values)
+               if type(x.val).__name__ == "Tensor" and x.val.allocation_info is not None}
+    lt = wb.open(path).frames["lifetimes"].set_index("value")
+    assert set(lt.index) == set(planned)
+    for v, info in planned.items():
+        row = lt.loc[v]
+        assert (row["mem_id"], row["offset"]) == (info.memory_id, info.memory_offset_low)
+        if v in uses:
+            assert (row["first"], row["last"]) == (min(uses[v]), max(uses[v])), v
+        else:
+            assert pd.isna(row["first"])
+    n = len(plan.chains[0].instructions)
+    # the caches are state kept between calls: live throughout
+    assert lt.loc[lt["storage"] == "mutable", ["live_from", "live_to"]].values.tolist() == \
+        [[0, n - 1]] * 2
+    # views: value 14 (k reshaped, no instruction writes it) shares value 13's bytes, so the mm
+    # output 13 stays live until 14 is read at instruction 8; the input x (6) is read only
+    # through its views (12, 19, 29), the last at instruction 6
+    assert (lt.loc[14, "offset"], lt.loc[14, "nbytes"]) == (lt.loc[13, "offset"],
+                                                            lt.loc[13, "nbytes"])
+    assert lt.loc[13, "last"] == 1 and lt.loc[13, "live_to"] == 8
+    assert lt.loc[6, "live_to"] == 6 and pd.isna(lt.loc[6, "first"])
+
+
+def test_memory_efficiency():
+    eff = wb.open(sample("kv_cache.pte")).frames["memory_efficiency"]
+    plan = deserialized(sample("kv_cache.pte")).execution_plan[0]
+    assert eff["arena_bytes"].tolist() == list(plan.non_const_buffer_sizes[1:])
+    assert (eff["peak_live_bytes"] <= eff["high_water"]).all()
+    assert (eff["high_water"] <= eff["arena_bytes"]).all()
+    assert eff["peak_exact"].all()
+    # a hand count on mlp_portable: at addmm (instruction 1) x (128 B), the permuted weight
+    # (2048 B) and the output (256 B) are live: 2432 bytes, the whole arena
+    e = wb.open(sample("mlp_portable.pte")).frames["memory_efficiency"].iloc[0]
+    assert (e["arena_bytes"], e["peak_live_bytes"], e["peak_at"], e["efficiency"]) == \
+        (2432, 2432, 1, 1.0)
+
+
+def test_peak_counts_aliased_ranges_once_and_falls_back_to_a_sum(monkeypatch):
+    import numpy as np
+
+    lo, hi = np.array([0, 0, 1]), np.array([2, 2, 1])
+    off, nb = np.array([0, 0, 100]), np.array([64, 64, 8])
+    assert pte_instructions._peak(lo, hi, off, nb) == (72, 1, True)
+    monkeypatch.setattr(pte_instructions, "MAX_UNION_WORK", 0)
+    assert pte_instructions._peak(lo, hi, off, nb) == (136, 1, False)
+
+
+# ----------------------------------------------------------------------------- the join
+
+
+@pytest.mark.parametrize("which", TRACES)
+def test_timeline_events_equal_the_inspector(which):
+    """Event counts, names and raw durations per event equal the Inspector's."""
+    etdp = sample(f"{which}.etdp")
+    t = wb.timeline(sample(f"{which}.pte"), etdp)
+    ev = wb.open(etdp).frames["events"]
+    assert len(t) == len(ev)
+    ins = inspector(etdp)
+    theirs = Counter()
+    for block in ins.event_blocks:
+        for e in block.events:
+            if e.perf_data is not None:
+                theirs.update((e.name, int(x)) for x in e.perf_data.raw)
+    ours = Counter((str(n), int(d)) for n, d in zip(t["name"], t["duration"]))
+    assert ours == theirs
+    assert set(t["attribution"]) <= {"exact", "framework"}
+    assert set(t.loc[t["kind"] != "framework", "method"]) == {"forward"}
+
+
+@pytest.mark.parametrize("which", TRACES)
+def test_instructions_map_to_the_inspectors_operators(which):
+    """With the ETRecord, each (chain, instruction) names the ops the Inspector gives it."""
+    etdp, rec = sample(f"{which}.etdp"), sample(f"{which}.etrecord")
+    t = wb.timeline(sample(f"{which}.pte"), etdp, rec)
+    ins = inspector(etdp, rec)
+    checked = 0
+    for block in ins.event_blocks:
+        for e in block.events:
+            if not e.op_types or e._instruction_id is None:
+                continue
+            rows = t[(t["instruction"] == e._instruction_id) & (t["name"] == e.name)
+                     & (t["chain"] >= 0)]
+            assert len(rows), e.name
+            assert set(rows["ops"]) == {"; ".join(e.op_types)}
+            checked += 1
+    assert checked
+    # kernel events name the operator the program calls
+    k = t[t["event"] == "kernel"]
+    assert all(str(op).split("::")[-1] == str(n)[len("native_call_"):]
+               for op, n in zip(k["op"], k["name"]))
+    assert t.loc[t["kind"] != "framework", "module"].notna().all()
+    if which == "mlp_xnnpack":
+        assert set(t.loc[t["kind"] == "delegate", "backend"]) == {"XnnpackBackend"}
+
+
+@pytest.mark.parametrize("which", TRACES)
+def test_tensor_bytes_equal_the_tensors_frame(which):
+    prog = wb.open(sample(f"{which}.pte"))
+    tensors = prog.frames["tensors"].dropna(subset=["value"]).set_index("value")
+    t = wb.timeline(prog, sample(f"{which}.etdp"))
+    for r in t[t["kind"] != "framework"].itertuples():
+        for side in ("read", "write"):
+            vals = [v for v in getattr(r, side + "s") if v in tensors.index]  # no scalars
+            assert getattr(r, side + "_bytes") == int(tensors.loc[list(vals), "nbytes"].sum())
+            assert getattr(r, side + "_names") == tuple(tensors.loc[list(vals), "name"])
+    storages = set(", ".join(t["storages"].dropna()).split(", "))
+    assert storages <= {"constant", "planned", "external", "mutable", "named_data",
+                        "unallocated"}
+    assert "planned" in storages
+
+
+def test_timeline_by_instruction_and_bpte():
+    pte, etdp = sample("mlp_portable.pte"), sample("mlp_portable.etdp")
+    s = wb.timeline(pte, etdp, by="instruction")
+    runs = wb.open(etdp).frames["runs"]
+    n_exec = int((runs["block"] == "Execute").sum())
+    k = s[s["kind"] == "kernel"]
+    assert len(k) == 2 * 5 and set(k["count"]) == {n_exec}
+    t = wb.timeline(pte, etdp)
+    one = t[(t["instruction"] == 1) & (t["name"] == "native_call_addmm.out")]["duration"]
+    row = k[(k["instruction"] == 1) & (k["name"] == "native_call_addmm.out")].iloc[0]
+    assert (row["total"], row["min"], row["max"]) == (one.sum(), one.min(), one.max())
+    assert row["median"] == one.median()
+    assert abs(k["share"].sum() - 1) < 1e-9  # shares of one kind add up to 1
+    # the program inside a .bpte joins the same way
+    b = wb.timeline(sample("mlp.bpte"), etdp)
+    assert b["op"].equals(t["op"])
+    with pytest.raises(wb.ArtifactError):
+        wb.timeline(etdp, etdp)
+    with pytest.raises(ValueError):
+        wb.timeline(pte, etdp, by="op")
+
+
+def test_ambiguous_attribution():
+    """Two methods with the same first instructions: a block that fits both is ambiguous."""
+    prog = sample("multi_method.pte")
+    ev = wb.open(sample("mlp_portable.etdp")).frames["events"]
+    t = wb.timeline(prog, sample("mlp_portable.etdp"))
+    assert set(t.loc[t["kind"] == "kernel", "attribution"]) == {"exact"}  # 5 instructions
+    short = SimpleNamespace(format="etdump", frames={"events": ev[ev["instruction"] < 3]})
+    t = wb.timeline(prog, short)
+    k = t[t["kind"] == "kernel"]
+    assert set(k["attribution"]) == {"ambiguous"}
+    assert set(k["candidates"]) == {"encode; forward"}
+
+
+# ------------------------------------------------------------------------- wb.run and CLI
+
+
+def test_run_records_the_kernel_events():
+    pytest.importorskip("executorch.extension.pybindings.portable_lib")
+    t = wb.run(sample("mlp_portable.pte"), iterations=2)
+    k = t[t["event"] == "kernel"]
+    assert Counter(k["op"]) == {"aten::permute_copy.out": 4, "aten::addmm.out": 4,
+                                "aten::relu.out": 2}
+    assert (k["attribution"] == "exact").all()
+    assert set(t.loc[t["kind"] == "framework", "name"]) == {
+        "Method::init", "Program::load_method", "Method::execute"}
+    assert (t["duration"].dropna() >= 0).all()
+
+
+def test_run_reports_a_runtime_failure(tmp_path):
+    """A crash or refusal in the runtime (here: XNNPACK weights looked up in the wrong .ptd)
+    happens in the child: an error here, the interpreter lives on."""
+    pytest.importorskip("executorch.extension.pybindings.portable_lib")
+    with pytest.raises(RuntimeError, match="runtime failed"):
+        wb.run(sample("mlp_xnnpack_external.pte"), iterations=1,
+               data=sample("mlp_external.ptd"))
+    bad = tmp_path / "bad.pte"
+    bad.write_bytes(sample("mlp_portable.pte").read_bytes()[:200])
+    with pytest.raises(wb.ArtifactError):
+        wb.run(bad, iterations=1)
+
+
+def test_cli_timeline(tmp_path, capsys):
+    pte, etdp, rec = (sample(f"mlp_xnnpack.{x}") for x in ("pte", "etdp", "etrecord"))
+    out = tmp_path / "t.csv"
+    assert cli.main(["timeline", str(pte), str(etdp), "--etrecord", str(rec), "--format", "csv",
+                     "--out", str(out)]) == 0
+    df = pd.read_csv(out)
+    assert len(df) == len(wb.open(etdp).frames["events"])
+    assert "Fully Connected (NC, F32) GEMM #1" in set(df["name"])
+    assert cli.main(["timeline", str(pte), str(etdp), "--by", "instruction", "--format",
+                     "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert {r["kind"] for r in rows} == {"delegate", "framework"}
+    assert cli.main(["timeline", str(pte), str(etdp)]) == 0
+    assert "XnnpackBackend" in capsys.readouterr().out
+    assert cli.main(["timeline", str(etdp), str(etdp)]) == 1
+    assert cli.main(["inspect", str(etdp)]) == 0
+    assert "etdump" in capsys.readouterr().out
+    assert cli.main(["inspect", str(etdp), "--frame", "events", "--format", "csv"]) == 0
+    assert len(pd.read_csv(io.StringIO(capsys.readouterr().out))) == len(
+        wb.open(etdp).frames["events"])
