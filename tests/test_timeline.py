@@ -331,3 +331,32 @@ def test_cli_timeline(tmp_path, capsys):
     assert cli.main(["inspect", str(etdp), "--frame", "events", "--format", "csv"]) == 0
     assert len(pd.read_csv(io.StringIO(capsys.readouterr().out))) == len(
         wb.open(etdp).frames["events"])
+
+
+# ------------------------------------------------------------------------------------ plots
+
+
+def test_plots_of_time_and_memory_over_time():
+    from workbench import plots
+
+    t = wb.timeline(sample("mlp_portable.pte"), sample("mlp_portable.etdp"))
+    fig = plots.timeline(t)
+    last = int(t.loc[t["block"] == "Execute", "run"].max())
+    marks = [p for p in fig.axes[0].patches if p.get_gid() == "event"]
+    assert len(marks) == (t["run"] == last).sum()
+    assert {p.get_label() for p in marks} == {"kernel", "framework"}
+    fig = plots.operators(t)
+    bars = [p for p in fig.axes[0].patches if p.get_gid() == "operator"]
+    assert len(bars) == 3  # permute_copy, addmm, relu
+    art = wb.open(sample("kv_cache.pte"))
+    fig = plots.lifetimes(art)
+    lt = art.frames["lifetimes"]
+    marks = [p for p in fig.axes[0].patches if p.get_gid() == "tensor"]
+    assert len(marks) == lt["live_from"].notna().sum()
+    assert sorted((p.get_x(), p.get_y()) for p in marks) == sorted(
+        zip(lt["live_from"].astype(int), lt["offset"]))
+    with pytest.raises(KeyError):
+        plots.lifetimes(art, method="nope")
+    x = wb.timeline(sample("mlp_xnnpack.pte"), sample("mlp_xnnpack.etdp"))
+    assert {p.get_label() for p in plots.timeline(x).axes[0].patches
+            if p.get_gid() == "event"} == {"delegate", "framework"}

@@ -49,7 +49,8 @@ if TYPE_CHECKING:
     from .comparison import Comparison
 
 __all__ = ["layout", "tensor_sizes", "treemap", "memory_plan", "compare", "load_paths",
-           "KIND_COLORS", "STORAGE_COLORS", "CLASS_COLORS"]
+           "timeline", "operators", "lifetimes",
+           "KIND_COLORS", "STORAGE_COLORS", "CLASS_COLORS", "TIME_COLORS"]
 
 #: Link colours in :func:`compare`: by what happened to the matched tensor.
 LINK_COLORS: dict[str, str] = {"moved": "#e15759", "kept": "#4e79a7", "copy": "#b07aa1"}
@@ -755,3 +756,204 @@ def load_paths(profile: Any) -> Figure:
         >>> plots.load_paths(prof).savefig("paths.png")                       # doctest: +SKIP
     """
     return profile.plot()
+
+
+# ------------------------------------------------------------------------------------------
+# Where time goes (wb.timeline) and memory over time (the lifetimes frame)
+# ------------------------------------------------------------------------------------------
+
+#: Timeline kind -> colour.
+TIME_COLORS: dict[str, str] = {"kernel": "#4e79a7", "delegate": "#f28e2b",
+                               "framework": "#bab0ac", "other": "#e0e0e0"}
+
+
+def _event_label(row: Any) -> str:
+    for col in ("op", "delegate_debug_id", "backend", "name"):
+        v = getattr(row, col, None)
+        if isinstance(v, str) and v:
+            return v.split("::")[-1]
+    return "?"
+
+
+def timeline(t: pd.DataFrame, run: int | None = None) -> Figure:
+    """One execution as bars on a time axis: a lane per instruction (and per backend event),
+    coloured by kind (kernel / delegate / framework).
+
+    Args:
+        t: a frame from :func:`workbench.timeline` (one row per event).
+        run: the ETDump run (RunData block) to draw (default: the last ``Execute`` block,
+            i.e. a warm one).
+
+    Returns:
+        The Figure; its Axes holds one ``event`` patch per drawn event (``gid="event"``,
+        the event's kind as ``label``).
+
+    Example:
+        >>> t = wb.timeline("sample_models/mlp_portable.pte", "sample_models/mlp_portable.etdp")
+        >>> plots.timeline(t).savefig("timeline.png")                  # doctest: +SKIP
+    """
+    from matplotlib.patches import Patch, Rectangle
+
+    execs = t[t["block"].astype(str) == "Execute"]["run"]
+    if run is None:
+        run = int(execs.max()) if len(execs) else int(t["run"].max()) if len(t) else 0
+    e = t[t["run"] == run]
+    e = e[e["duration"].notna()]
+    fig = _figure(11, min(1.2 + 0.28 * max(len(e), 1), 20.0))
+    ax = fig.add_subplot()
+    if e.empty:
+        ax.set_axis_off()
+        ax.text(0.5, 0.5, f"no events in run {run}", ha="center", va="center",
+                transform=ax.transAxes)
+        return fig
+    t0 = int(e["start"].min())
+    lanes: dict[tuple, int] = {}
+    names: list[str] = []
+    for row in e.sort_values(["start", "index"]).itertuples(index=False):
+        key = (str(row.kind), int(row.chain), int(row.instruction),
+               row.delegate_debug_id if isinstance(row.delegate_debug_id, str) else None,
+               str(row.name) if row.kind == "framework" else None)
+        if key not in lanes:
+            lanes[key] = len(lanes)
+            where = f"{row.chain}:{row.instruction}" if row.chain >= 0 else ""
+            names.append(_text(f"{where} {_event_label(row)}".strip(), 48))
+        y = lanes[key]
+        x = int(row.start) - t0
+        w = max(int(row.duration), 0)
+        ax.add_patch(Rectangle((x, y - 0.4), w, 0.8, gid="event", label=str(row.kind),
+                               facecolor=TIME_COLORS.get(str(row.kind), OTHER_COLOR),
+                               edgecolor="none"))
+    span = max(int(e["end"].max()) - t0, 1)
+    ax.set_xlim(0, span * 1.02)
+    ax.set_ylim(len(lanes) - 0.5, -0.5)
+    ax.set_yticks(range(len(names)), names, fontsize=_FONT)
+    ax.set_xlabel("time since the first event (raw runtime units, ns by default)",
+                  fontsize=_FONT)
+    ax.tick_params(axis="x", labelsize=_FONT)
+    block = e["block"].iloc[0]
+    it = e["iteration"].iloc[0]
+    ax.set_title(_text(f"run {run} ({block} #{it}): {len(e)} events"), fontsize=_FONT + 1,
+                 loc="left")
+    kinds = [k for k in TIME_COLORS if k in set(e["kind"].astype(str))]
+    ax.legend(handles=[Patch(facecolor=TIME_COLORS[k], label=k) for k in kinds],
+              loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, fontsize=_FONT)
+    for sp in ("top", "right"):
+        ax.spines[sp].set_visible(False)
+    return fig
+
+
+def operators(t: pd.DataFrame, top: int = 20) -> Figure:
+    """Time per operator (kernel events) and per delegate event: median over the iterations
+    of the time per execution, as horizontal bars, largest first.
+
+    Only the innermost events count (``native_call_*`` kernels, backend-internal events and
+    delegate calls), so nested events are not added twice.
+
+    Args:
+        t: a frame from :func:`workbench.timeline`.
+        top: at most this many bars.
+
+    Returns:
+        The Figure; one ``operator`` patch per bar (``gid="operator"``).
+
+    Example:
+        >>> t = wb.timeline("sample_models/mlp_portable.pte", "sample_models/mlp_portable.etdp")
+        >>> plots.operators(t).savefig("operators.png")                # doctest: +SKIP
+    """
+    from matplotlib.patches import Patch
+
+    e = t[t["event"].astype(str).isin(("kernel", "delegate_op", "delegate_call"))
+          & t["duration"].notna()].copy()
+    e["label"] = [_event_label(r) for r in e.itertuples(index=False)]
+    per_run = e.groupby(["label", "kind", "run"], observed=True)["duration"].sum()
+    med = per_run.groupby(level=["label", "kind"], observed=True).median()
+    med = med.sort_values(ascending=False).head(top)
+    fig = _figure(9, min(1.0 + 0.3 * max(len(med), 1), 12.0))
+    ax = fig.add_subplot()
+    if med.empty:
+        ax.set_axis_off()
+        ax.text(0.5, 0.5, "no kernel or delegate events", ha="center", va="center",
+                transform=ax.transAxes)
+        return fig
+    labels = [_text(lbl, 48) for lbl, _k in med.index]
+    colors = [TIME_COLORS.get(k, OTHER_COLOR) for _l, k in med.index]
+    bars = ax.barh(range(len(med)), med.to_numpy(dtype=float), color=colors)
+    for b in bars:
+        b.set_gid("operator")
+    ax.set_yticks(range(len(med)), labels, fontsize=_FONT)
+    ax.invert_yaxis()
+    ax.set_xlabel("median time per execution (raw runtime units)", fontsize=_FONT)
+    ax.tick_params(axis="x", labelsize=_FONT)
+    ax.legend(handles=[Patch(facecolor=TIME_COLORS[k], label=k)
+                       for k in dict.fromkeys(k for _l, k in med.index)],
+              loc="lower right", frameon=False, fontsize=_FONT)
+    for sp in ("top", "right"):
+        ax.spines[sp].set_visible(False)
+    return fig
+
+
+def lifetimes(art: Artifact, method: str | None = None) -> Figure:
+    """The memory plan over time: for each arena, arena offset against instruction, every
+    planned tensor a rectangle from the first to the last instruction that needs its bytes
+    (``live_from`` .. ``live_to`` of the ``lifetimes`` frame), coloured by storage.
+
+    Args:
+        art: a .pte / .bpte program.
+        method: only this method (default: every method).
+
+    Returns:
+        The Figure: one Axes per (method, arena) with a ``tensor`` patch per live tensor and
+        the peak live bytes against the arena size in the title.
+
+    Example:
+        >>> plots.lifetimes(wb.open("sample_models/kv_cache.pte")).savefig("m.png")  # doctest: +SKIP
+    """
+    from matplotlib.patches import Patch, Rectangle
+
+    if art.format == "bpte":
+        art = art.program
+    lt = art.frames["lifetimes"] if "lifetimes" in art.frames else None
+    if lt is not None and method is not None:
+        if method not in set(lt["method"].astype(str)):
+            raise KeyError(f"{art.path}: no method {method!r} with planned tensors")
+        lt = lt[lt["method"].astype(str) == method]
+    if lt is None or lt.empty:
+        fig = _figure(8, 1.5)
+        ax = fig.add_subplot()
+        ax.set_axis_off()
+        ax.text(0.5, 0.5, f"{_text(os.path.basename(art.path))}: no memory-planned tensors",
+                ha="center", va="center", transform=ax.transAxes)
+        return fig
+    eff = art.frames["memory_efficiency"]
+    arenas = list(lt.groupby(["method", "mem_id"], observed=True, sort=True))
+    fig = _figure(10, min(0.8 + 3.2 * len(arenas), 24.0))
+    axes = fig.subplots(len(arenas), 1, squeeze=False)[:, 0]
+    for ax, ((m, mem_id), g) in zip(axes, arenas):
+        e = eff[(eff["method"].astype(str) == str(m)) & (eff["mem_id"] == mem_id)]
+        arena = int(e["arena_bytes"].iloc[0]) if len(e) and e["arena_bytes"].notna().all() \
+            else int(g["end_offset"].max())
+        g = g[g["live_from"].notna()]
+        last = int(g["live_to"].max()) if len(g) else 0
+        for row in g.itertuples(index=False):
+            x0, x1 = int(row.live_from), int(row.live_to) + 1
+            ax.add_patch(Rectangle((x0, int(row.offset)), x1 - x0, max(int(row.nbytes), 1),
+                                   gid="tensor", label=str(row.storage),
+                                   facecolor=STORAGE_COLORS.get(str(row.storage), OTHER_COLOR),
+                                   edgecolor="white", linewidth=0.5))
+        ax.axhline(arena, color=_EDGE, linewidth=1, linestyle="--", gid="arena")
+        ax.set_xlim(0, last + 1)
+        ax.set_ylim(0, max(arena, int(g["end_offset"].max()) if len(g) else 1) * 1.05)
+        ax.set_xlabel("instruction (position in the method)", fontsize=_FONT)
+        ax.set_ylabel("arena offset", fontsize=_FONT)
+        _bytes_axis(ax.yaxis, arena)
+        ax.tick_params(labelsize=_FONT)
+        title = f"{m} arena {mem_id}: {human_bytes(arena)}"
+        if len(e):
+            title += (f", peak live {human_bytes(int(e['peak_live_bytes'].iloc[0]))}"
+                      f" ({float(e['efficiency'].iloc[0]):.0%})")
+        ax.set_title(_text(title), fontsize=_FONT + 1, loc="left")
+        storages = list(dict.fromkeys(g["storage"].astype(str)))
+        ax.legend(handles=[Patch(facecolor=STORAGE_COLORS.get(s, OTHER_COLOR), label=s)
+                           for s in storages], loc="upper left", bbox_to_anchor=(1.0, 1.0),
+                  frameon=False, fontsize=_FONT)
+    return fig
