@@ -231,6 +231,13 @@ JS_ALL_EXECUTED = """() => {
   return numbered && cells.every(c => c.executionCount !== null) && k.status === 'idle';
 }"""
 
+#: JavaScript: no code cell of the current notebook has an execution count (outputs cleared).
+JS_NONE_EXECUTED = """() => {
+  const w = window.jupyterapp.shell.currentWidget;
+  return Array.from(w.content.model.cells).filter(c => c.type === 'code')
+    .every(c => c.executionCount === null && c.outputs.length === 0);
+}"""
+
 #: JavaScript: error outputs of the current notebook, as "cell i: ename: evalue".
 JS_ERRORS = """() => {
   const w = window.jupyterapp.shell.currentWidget;
@@ -264,7 +271,7 @@ def only_local(context: Any) -> None:
 
     def route(r: Any) -> None:
         url = r.request.url
-        if url.startswith(("http://127.0.0.1", "ws://127.0.0.1", "data:", "blob:")):
+        if url.startswith(("http://127.0.0.1", "ws://127.0.0.1", "data:", "blob:", "file:")):
             r.continue_()
         else:
             r.abort()
@@ -279,6 +286,10 @@ def open_and_run_all(page: Any, lab: Lab, notebook: str, timeout_ms: int = 150_0
     page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell", timeout=60_000)
     page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=60_000)
     page.wait_for_function(JS_KERNEL_READY, timeout=60_000, polling=250)
+    # The notebooks are stored executed: clear the stored outputs (and prompt numbers) first,
+    # or "every prompt shows a number" would hold before anything ran.
+    page.evaluate("() => window.jupyterapp.commands.execute('notebook:clear-all-cell-outputs')")
+    page.wait_for_function(JS_NONE_EXECUTED, timeout=30_000, polling=250)
     t0 = time.perf_counter()
     page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
     page.wait_for_function(JS_ALL_EXECUTED, timeout=timeout_ms, polling=500)

@@ -3,7 +3,9 @@
 Opens the Explorer (02) and Compare (03) notebooks, waits for the real kernel, runs all
 cells, fails on any error output or widget that does not render, then changes the artifact
 dropdowns and checks that the layout image and the tables change. Screenshots of the widgets
-go to ``build/screenshots/`` for a person to look at.
+go to ``build/screenshots/`` for a person to look at, with one full-page screenshot per
+committed notebook as a reader on GitHub sees it (its stored outputs rendered to HTML by
+nbconvert, no kernel): ``build/screenshots/committed_<notebook>.png``.
 
 Skipped (with the reason) when ``/usr/bin/chromium`` or Playwright is missing.
 """
@@ -28,6 +30,7 @@ from _jupyter import (
     only_local,
     open_and_run_all,
 )
+from _jupyter import NOTEBOOKS as NB_DIR
 
 pytestmark = [
     pytest.mark.slow,
@@ -126,6 +129,25 @@ def _no_errors(page: Any, notebook: str) -> None:
     assert not errors, f"{notebook}: {errors}"
     shown = page.locator(".jp-NotebookPanel:visible .wb-error")
     assert shown.count() == 0, f"{notebook}: widget shows an error: {shown.first.inner_text()}"
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in NB_DIR.glob("*.ipynb")))
+def test_committed_notebook_reads_without_a_kernel(name: str, page: Any, tmp_path: pathlib.Path) -> None:
+    """The committed notebook, rendered from its stored outputs (no execution), shows pictures
+    and tables; the screenshot is kept for a person to look at."""
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    nb = nbformat.read(NB_DIR / name, as_version=4)
+    html, _ = HTMLExporter().from_notebook_node(nb)
+    page_file = tmp_path / (name + ".html")
+    page_file.write_text(html)
+    page.goto(page_file.as_uri())
+    page.wait_for_selector(".jp-Notebook", timeout=30_000)
+    assert page.locator(".jp-OutputArea-output img").count() >= 1, f"{name}: no picture shown"
+    assert page.locator(".jp-OutputArea-output table").count() >= 1, f"{name}: no table shown"
+    assert "Takeaways" in page.inner_text("body")
+    page.screenshot(path=str(SCREENSHOTS / f"committed_{name.removesuffix('.ipynb')}.png"), full_page=True)
 
 
 def test_explorer_notebook(lab: Lab, page: Any) -> None:

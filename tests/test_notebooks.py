@@ -12,6 +12,7 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import pathlib
+import re
 from typing import Any
 
 import pytest
@@ -113,17 +114,112 @@ def test_there_are_notebooks() -> None:
             "04_load_paths.ipynb", "05_bundled_programs.ipynb"} <= set(ALL)
 
 
+#: Numbers prose may state without computing them: format constants (header sizes, the default
+#: alignments), the sizes of what a notebook itself builds, and notebook numbers. Anything else
+#: a Markdown cell states (a size, a time, a ratio, a count) must come from the notebook: a code
+#: cell that computes it and asserts it, or shows it with ``Markdown(f"...")``.
+DEFINITIONAL = {"01", "02", "03", "04", "05", "06", "8", "16", "32", "64", "128", "1024", "4096"}
+
+_CODE = re.compile(r"```.*?```|`[^`]*`", re.S)
+_LINK = re.compile(r"\]\([^)]*\)")
+_LIST = re.compile(r"^\s*\d+\.\s", re.M)
+_NUMBER = re.compile(r"(?<![\w.-])\d+(?:[.,]\d+)*")
+
+
+def unchecked_numbers(markdown: str) -> list[str]:
+    """Numbers that static Markdown states outside code spans, links and list markers, and
+    that are not in :data:`DEFINITIONAL`: each is a claim nothing in the notebook checks."""
+    text = _LIST.sub(" ", _LINK.sub("]", _CODE.sub(" ", markdown)))
+    return [n for n in _NUMBER.findall(text) if n not in DEFINITIONAL]
+
+
+def test_unchecked_numbers_finds_claims() -> None:
+    assert unchecked_numbers("the pair is 560 bytes bigger") == ["560"]
+    assert unchecked_numbers("`forward/5` at [docs](https://x/1.html), 128-aligned\n1. try it") == []
+    assert unchecked_numbers("mmap_touch at 108 GB/s, 11.8x") == ["108", "11.8"]
+
+
 @pytest.mark.parametrize("name", ALL)
-def test_stored_without_outputs(name: str) -> None:
+def test_prose_states_no_unchecked_numbers(name: str) -> None:
+    """Claims are computed: static Markdown holds no measured or counted number."""
     nb = json.loads((NOTEBOOKS / name).read_text())
-    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    found = {i: unchecked_numbers("".join(c["source"])) for i, c in enumerate(nb["cells"])
+             if c["cell_type"] == "markdown"}
+    found = {i: n for i, n in found.items() if n}
+    assert not found, f"{name}: numbers in prose that no cell computes (cell: numbers): {found}"
+
+
+#: Committed notebooks are stored executed, so that they read on GitHub without a kernel.
+MAX_BYTES = 1_000_000
+
+
+def _committed(name: str) -> Any:
+    import nbformat
+
+    return nbformat.read(NOTEBOOKS / name, as_version=4)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_stored_executed_and_small(name: str) -> None:
+    nb = _committed(name)
+    code = [c for c in nb.cells if c.cell_type == "code"]
     assert code, "a notebook without code"
-    assert all(not c.get("outputs") and c.get("execution_count") is None for c in code), \
-        f"{name} is stored with outputs: clear them before committing"
-    assert nb["metadata"]["kernelspec"]["name"] == "python3"
-    assert sum(c["cell_type"] == "markdown" for c in nb["cells"]) >= 3, "notebooks teach: add prose"
-    text = (NOTEBOOKS / name).read_text()
+    assert all(c.get("execution_count") for c in code), \
+        f"{name} is stored unexecuted: run `bash scripts/render_notebooks.sh --store`"
+    assert not error_outputs(nb), error_outputs(nb)
+    assert not [c for c in code for o in c.outputs if o.get("name") == "stderr"], \
+        f"{name} stores stderr output: silence it at its source (workbench._quiet.native_stderr)"
+    assert nb.metadata["kernelspec"]["name"] == "python3"
+    assert sum(c.cell_type == "markdown" for c in nb.cells) >= 3, "notebooks teach: add prose"
+    assert (NOTEBOOKS / name).stat().st_size < MAX_BYTES, f"{name} is over {MAX_BYTES:,} bytes"
+    # Sources and outputs only: the widget state may name a temporary file the notebook made.
+    text = json.dumps([(c.source, c.get("outputs", [])) for c in nb.cells])
     assert "/work/" not in text and "/tmp/" not in text, "no absolute paths: use SAMPLES"
+    last = nb.cells[-1]
+    assert last.cell_type == "markdown" and "Takeaways" in last.source and "Exercises" in last.source
+
+
+#: Cells whose output depends on the machine (a GPU or not): their structure is not compared.
+VARIES = "varies-by-machine"
+
+
+def structure(nb: Any, cells: int | None = None) -> list[tuple[str, ...]]:
+    """Per cell: the sorted kinds of output it has (``stdout``, ``stderr``, ``image``,
+    ``table``, ``markdown``, ``widget``, ``text``, ``error``); no values, pixels or timings."""
+    out = []
+    for c in nb.cells[:cells]:
+        kinds: set[str] = set()
+        if c.cell_type == "code" and VARIES not in c.metadata.get("tags", []):
+            for o in c.get("outputs", []):
+                if o["output_type"] == "stream":
+                    kinds.add(o["name"])
+                elif o["output_type"] == "error":
+                    kinds.add("error")
+                else:
+                    data = o.get("data", {})
+                    kinds.update(k for m, k in (("image/png", "image"), ("text/html", "table"),
+                                                ("text/markdown", "markdown"),
+                                                ("application/vnd.jupyter.widget-view+json", "widget"))
+                                 if m in data)
+                    if set(data) == {"text/plain"}:
+                        kinds.add("text")
+        out.append((c.cell_type, *sorted(kinds)))
+    return out
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_committed_outputs_are_current(name: str, executed: dict[str, Any]) -> None:
+    """Re-executed now, the notebook has the committed notebook's shape: the same cells, and
+    per cell the same kinds of output (images, tables, Markdown, widgets, streams)."""
+    nb, _ = executed[name].result()
+    committed = _committed(name)
+    n = len(committed.cells)
+    assert [c.source for c in nb.cells[:n]] == [c.source for c in committed.cells], \
+        f"{name}: sources changed since the outputs were stored: bash scripts/render_notebooks.sh --store"
+    now, then = structure(nb, n), structure(committed)
+    diff = [(i, t, w) for i, (t, w) in enumerate(zip(then, now)) if t != w]
+    assert not diff, f"{name}: committed outputs are stale (cell, committed, now): {diff}; " \
+                     "re-store with: bash scripts/render_notebooks.sh --store"
 
 
 @pytest.mark.parametrize("name", ALL)
