@@ -382,8 +382,13 @@ def test_dequantize_per_tensor_and_refusals(sample):
     t = build("delegate_tensors", tensor_columns([info]))
     w = t[(t["backend_dtype"] == "qint8") & (t["role"] == "constant")].iloc[0]
     got = dequantize(_read(w), w)
-    q = np.frombuffer(_read(w), np.int8).reshape(w["shape"]).astype(np.float32)
-    np.testing.assert_allclose(got, (q - w["zero_point"]) * np.float32(w["scale"]), rtol=1e-6)
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("torch.ao.quantization.fx._decomposed")  # registers quantized_decomposed
+
+    q = torch.frombuffer(bytearray(_read(w)), dtype=torch.int8).reshape(w["shape"])
+    ref = torch.ops.quantized_decomposed.dequantize_per_tensor.default(
+        q, float(np.float32(w["scale"])), int(w["zero_point"]), -128, 127, torch.int8)
+    np.testing.assert_allclose(got, ref.numpy(), rtol=1e-6)
     act = t[t["backend_dtype"] == "qint8"].iloc[0]
     assert act["storage"] == "runtime"
     (_, info, _), = blobs(sample("mlp_xnnpack_qc8.pte"))
