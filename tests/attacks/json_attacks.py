@@ -81,6 +81,20 @@ def _dup_fqn(old: bytes) -> bytes:
     return ('{"config": {' + body + ", " + json.dumps(fqn) + ": " + json.dumps(second) + "}}").encode()
 
 
+def _aoti_device(value: bytes):
+    """mlp_aoti.pt2 with the AOTInductor metadata's device replaced by ``value`` (found by
+    bench/fuzz_cov.py: a list or a huge int reached the models frame's string column)."""
+    def build(tmp: Path) -> Path:
+        return put(tmp, "x.pt2", replace_member(sample("mlp_aoti.pt2"), "_metadata.json", lambda b: b.replace(
+            b'"AOTI_DEVICE_KEY": "cpu"', b'"AOTI_DEVICE_KEY": ' + value)))
+    return build
+
+
+def _device_dropped(art: wb.Artifact) -> None:
+    assert art.frames["models"]["device"].isna().all()
+    assert art.validate()["message"].str.contains("is not a string").any()
+
+
 CASES = [
     # -- recursion bombs: the depth limit, named with the member ---------------------------------
     Case("json_depth_weights_config", _with(WEIGHTS, b"[" * DEEP + b"]" * DEEP), LimitError,
@@ -148,6 +162,10 @@ CASES = [
          wb.CorruptError, "model.json"),
     Case("json_model_type_signature", _model_edit(
         lambda d: d["graph_module"].update(signature=[])), wb.CorruptError, "model.json"),
+    Case("json_aoti_device_deep_list", _aoti_device(b"[" * 64 + b"]" * 64), None,
+         check=_device_dropped),
+    Case("json_aoti_device_huge_int", _aoti_device(b"-9223372036854775809"), None,
+         check=_device_dropped),
     Case("json_model_type_nodes", _model_edit(
         lambda d: d["graph_module"]["graph"].update(nodes="x")), None, check=_has_fc1),
     Case("json_model_type_specs", _model_edit(

@@ -115,7 +115,12 @@ class AotiPackage:
         if meta is not None:
             try:
                 doc = arc.json(meta)
-                info.device = doc.get(AOTI_DEVICE_KEY) if isinstance(doc, dict) else None
+                device = doc.get(AOTI_DEVICE_KEY) if isinstance(doc, dict) else None
+                if device is not None and not isinstance(device, str):
+                    arc.find("warning", where, f"metadata: {AOTI_DEVICE_KEY!r} is not a string",
+                             meta.data_offset)
+                    device = None
+                info.device = device
             except CorruptError as exc:
                 arc.find("warning", where, f"metadata: {exc.detail}", meta.data_offset)
         arc.models[f"{self.model}" if self.model not in arc.models else f"{self.model}/aoti"] = info
