@@ -21,7 +21,6 @@ if TYPE_CHECKING:
     from .flatbuf import FlatBuffer
 
 _BYTES = np.arange(8, dtype=np.int64)
-_ALIGN_MASK = {2: 1, 4: 3, 8: 7}  # as in flatbuf: scalars are aligned to their size
 
 
 class SlowPath(Exception):
@@ -72,9 +71,9 @@ class Tables:
     def field(self, i: int, size: int) -> np.ndarray:
         """Absolute position of field ``i`` per table (0 where absent), checked to fit.
 
-        A field past its table's declared size or misaligned is accepted by the official
-        verifier (and by the scalar path, as a finding): both raise :class:`SlowPath` here so
-        that the scalar path reads the tables and notes the finding once, as it would alone.
+        A field past its table's declared size is accepted by the official verifier (and by
+        the scalar path, as a finding): it raises :class:`SlowPath` here so that the scalar
+        path reads the tables and notes the finding once, as it would alone.
         """
         n = len(self.pos)
         if i >= self.table.shape[1] or n == 0:
@@ -84,14 +83,9 @@ class Tables:
             raise SlowPath("field past its table's declared size")
         if self.inv is None:
             off = int(col[0])
-            p = self.pos + off if off > 0 else np.zeros(n, np.int64)
-        else:
-            off = col[self.inv]
-            p = np.where(off > 0, self.pos + off, 0)
-        mask = _ALIGN_MASK.get(size, 0)
-        if mask and ((p - self.vec.base) & mask)[p > 0].any():
-            raise SlowPath("misaligned field")
-        return p
+            return self.pos + off if off > 0 else np.zeros(n, np.int64)
+        off = col[self.inv]
+        return np.where(off > 0, self.pos + off, 0)
 
     def scalar(self, i: int, dtype: str, default: int | float = 0) -> np.ndarray:
         """Scalar field ``i`` of every table (``default`` where absent)."""

@@ -48,9 +48,6 @@ _HH = struct.Struct("<HH").unpack_from
 # scalar read helpers: format char -> (size, unpack_from)
 _SCALARS = {c: (struct.calcsize("<" + c), struct.Struct("<" + c).unpack_from) for c in "bB?hHiIqQfd"}
 _VEC_STRUCTS: dict[tuple[str, int], struct.Struct] = {}
-# scalar size -> alignment mask (the verifier aligns scalars to their size; a struct's
-# alignment is not its size, so other sizes are not checked)
-_ALIGN_MASK = {2: 1, 4: 3, 8: 7}
 
 
 def _vec_struct(fmt: str, n: int) -> struct.Struct:
@@ -126,15 +123,16 @@ class FlatBuffer:
             )
 
     def lenient_field(self, table: Table, i: int, off: int, size: int) -> int:
-        """Field ``i`` of ``table`` at table offset ``off`` broke a rule of ours that the
-        official FlatBuffers verifier does not have; check it by the verifier's rules and
-        note the oddity (once per vtable and field) as a finding. Returns its absolute offset.
+        """Field ``i`` of ``table`` at table offset ``off`` runs past the table size its
+        vtable declares: check it by the official verifier's rule and note the oddity (once
+        per vtable and field) as a finding. Returns its absolute offset.
 
         The official verifier (``VerifyField<T>``) bounds a field by the *buffer*, not by the
-        table size its vtable declares (older ExecuTorch writers declared sizes that leave
-        out a trailing 8-byte field), and checks the field's alignment relative to the buffer
-        start (``check_alignment``, on by default). ExecuTorch's runtime and its Python
-        deserializer read both, so both are findings here, not refusals.
+        table's declared size (older ExecuTorch writers declared sizes that leave out a
+        trailing 8-byte field; ExecuTorch's runtime and Python deserializer read them). Its
+        alignment check (``check_alignment``) is relative to the start of the verified
+        buffer, which for size-prefixed buffers (ETDump) is not our window's base, and
+        ExecuTorch's runtime reads unaligned fields: alignment is not checked here.
         """
         pos = table.pos + off
         what = f"{table.path}.field{i}"
@@ -146,11 +144,6 @@ class FlatBuffer:
                        f"{size}-byte field at table offset {off} lies past the table's declared "
                        f"size {table.tsize} (older writers; the FlatBuffers verifier bounds it "
                        "by the buffer)")
-        if (pos - self.base) & _ALIGN_MASK.get(size, 0) and (vt, i, 1) not in self._noted:
-            self._note((vt, i, 1), "info", what, pos,
-                       f"{size}-byte field at buffer offset 0x{pos - self.base:x} is not "
-                       f"{size}-byte aligned (the FlatBuffers verifier's check_alignment "
-                       "refuses it; ExecuTorch's runtime reads it)")
         return pos
 
     def _note(self, key: tuple[int, int, int], severity: str, what: str, pos: int,
@@ -307,8 +300,8 @@ class Table:
     def field_pos(self, i: int, size: int) -> int:
         """Absolute offset of field ``i`` (0 when absent).
 
-        The official verifier's rules: the field lies within the buffer (an error
-        otherwise); one past the table's declared size or misaligned is a finding
+        The official verifier's rule: the field lies within the buffer (an error
+        otherwise); one past the table's declared size is a finding
         (:meth:`FlatBuffer.lenient_field`).
         """
         fields = self.fields
@@ -318,7 +311,7 @@ class Table:
         if not off:
             return 0
         pos = self.pos + off
-        if off + size > self.tsize or (pos - self.fb.base) & _ALIGN_MASK.get(size, 0):
+        if off + size > self.tsize:
             return self.fb.lenient_field(self, i, off, size)
         return pos
 
