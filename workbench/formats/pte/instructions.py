@@ -58,8 +58,11 @@ __all__ = ["INSTRUCTION_KINDS", "InstructionColumns", "MethodInstructions"]
 _I = InstructionArguments
 #: The instructions frame's ``kind`` by InstructionArguments code.
 INSTRUCTION_KINDS = ("none", "kernel", "delegate", "move", "jump_false", "free")
-_LISTS = (KernelTypes.TensorList, KernelTypes.OptionalTensorList)
-_TENSORISH = (KernelTypes.Tensor, *_LISTS)
+# Plain ints (not enum members): these are tested once per argument in the hot loops.
+_LISTS = frozenset((int(KernelTypes.TensorList), int(KernelTypes.OptionalTensorList)))
+_TENSORISH = frozenset((int(KernelTypes.Tensor), *_LISTS))
+_KERNEL, _DELEGATE = int(_I.KernelCall), int(_I.DelegateCall)
+_MOVE, _JUMP_FALSE = int(_I.MoveCall), int(_I.JumpFalseCall)
 #: Above this many (positions x live tensors) the peak is taken as a sum of bytes, not as
 #: the union of the live byte ranges (which counts aliased tensors once).
 MAX_UNION_WORK = 20_000_000
@@ -182,6 +185,7 @@ class InstructionColumns:
         self.r = r
         self._records: list[MethodInstructions] | None = None
         self._rw: list[tuple[list, list]] | None = None
+        self._spans: list[dict[str, np.ndarray]] | None = None
 
     @property
     def records(self) -> list[MethodInstructions]:
@@ -218,10 +222,11 @@ class InstructionColumns:
 
     def _rw_method(self, m: Method, rec: MethodInstructions) -> tuple[list, list]:
         nv = len(m.vtypes)
-        vt = m.vtypes
-        storage = self._storage(m)
+        vt = m.vtypes.tolist()
+        storage = self._storage(m).tolist()
+        constant = frozenset(int(x) for x in CONSTANT_STORAGES) | {int(NAMED)}
         inputs = set(int(x) for x in m.inputs)
-        seen = np.zeros(nv, bool)
+        seen = [False] * nv
         lists: dict[int, tuple[int, ...]] = {}
 
         def items(v: int) -> tuple[int, ...]:
@@ -235,24 +240,23 @@ class InstructionColumns:
             members = items(v)
             return bool(members) and all(
                 0 <= x < nv and not seen[x] and x not in inputs
-                and storage[x] >= 0 and storage[x] not in CONSTANT_STORAGES
-                and storage[x] != NAMED for x in members)
+                and storage[x] >= 0 and storage[x] not in constant for x in members)
 
         reads, writes = [], []
         for kind, args in zip(rec.kind.tolist(), rec.args):
-            if kind == _I.KernelCall:
+            if kind == _KERNEL:
                 n = _returned(args)
                 if not n and args and (args[-1] in args[:-1] or written(args[-1])):
                     n = 1  # returns an argument (in place, e.g. copy_) or a lone out
                 r_, w_ = args[:len(args) - n], args[len(args) - n:]
-            elif kind == _I.DelegateCall:
+            elif kind == _DELEGATE:
                 k = len(args)
                 while k > 0 and written(args[k - 1]):
                     k -= 1
                 r_, w_ = args[:k], args[k:]
-            elif kind == _I.MoveCall:
+            elif kind == _MOVE:
                 r_, w_ = args[:1], args[1:]
-            elif kind == _I.JumpFalseCall:
+            elif kind == _JUMP_FALSE:
                 r_, w_ = args, ()
             else:
                 r_, w_ = (), ()
@@ -262,7 +266,9 @@ class InstructionColumns:
                 if 0 <= v < nv:
                     seen[v] = True
                     if vt[v] in _LISTS:
-                        seen[list(x for x in items(v) if 0 <= x < nv)] = True
+                        for x in items(v):
+                            if 0 <= x < nv:
+                                seen[x] = True
         return reads, writes
 
     # -- frames -------------------------------------------------------------------------------
@@ -312,17 +318,31 @@ class InstructionColumns:
     def _uses(self, m: Method, rec: MethodInstructions) -> tuple[np.ndarray, np.ndarray]:
         """(position, value) for every tensor an instruction names (list members expanded)."""
         nv = len(m.vtypes)
+        vt = m.vtypes.tolist()
+        lists: dict[int, tuple[int, ...]] = {}
         pos, val = [], []
         for p, args in enumerate(rec.args):
             for v in args:
                 if not 0 <= v < nv:
                     continue
-                for x in (self._list_items(m, v) if m.vtypes[v] in _LISTS else (v,)):
+                if vt[v] in _LISTS:
+                    members = lists.get(v)
+                    if members is None:
+                        members = lists[v] = self._list_items(m, v)
+                else:
+                    members = (v,)
+                for x in members:
                     pos.append(p)
                     val.append(x)
         return np.array(pos, np.int64), np.array(val, np.int64)
 
     def _lifetimes(self) -> list[dict[str, np.ndarray]]:
+        """Per method: the planned tensors' use spans (computed once; two frames share them)."""
+        if self._spans is None:
+            self._spans = self._compute_lifetimes()
+        return self._spans
+
+    def _compute_lifetimes(self) -> list[dict[str, np.ndarray]]:
         out = []
         for mi, (m, rec) in enumerate(zip(self.r.methods, self.records)):
             t = m.tensors
@@ -358,22 +378,25 @@ class InstructionColumns:
         m = self.r.methods[mi]
         t = m.tensors
         writes = self.reads_writes()[mi][1]
-        wrote = np.full(len(m.vtypes) + 1, -1, np.int64)
+        nv = len(m.vtypes)
+        first_write: dict[int, int] = {}
         for p, w in enumerate(writes):
             for v in w:
-                if 0 <= v < len(m.vtypes) and wrote[v] < 0:
-                    wrote[v] = p
+                if 0 <= v < nv and v not in first_write:
+                    first_write[v] = p
+        wrote = np.full(nv + 1, -1, np.int64)
+        if first_write:
+            wrote[np.fromiter(first_write, np.int64)] = np.fromiter(first_write.values(), np.int64)
         v = t.value[rows]
         mem, lo = t.mem_id[rows], t.mem_offset[rows]
         hi = lo + t.nbytes[rows]
         w = wrote[v]
         inputs = np.isin(v, np.array(m.inputs, np.int64))
-        for k in np.flatnonzero(live & (w < 0) & ~inputs).tolist():
-            cand = np.flatnonzero((mem == mem[k]) & (lo < hi[k]) & (hi > lo[k])
-                                  & (((w >= 0) & (w < start[k])) | inputs))
-            if len(cand):
-                base = cand[np.argmax(np.where(inputs[cand], -1, w[cand]))]
-                end[base] = max(end[base], end[k])
+        views = np.flatnonzero(live & (w < 0) & ~inputs)
+        if not len(views):
+            return
+        for k, base in _last_writers(views, mem, lo, hi, w, start, inputs).items():
+            end[base] = max(end[base], end[k])
 
     def lifetimes(self) -> dict[str, Any]:
         """The lifetimes frame."""
@@ -475,3 +498,53 @@ _LIFETIME_COLUMNS = ("method", "value", "name", "storage", "mem_id", "offset", "
                      "live_to")
 _EFFICIENCY_COLUMNS = ("method", "mem_id", "arena_bytes", "tensors", "tensor_bytes",
                        "high_water", "peak_live_bytes", "peak_at", "peak_exact", "efficiency")
+
+
+def _last_writers(views: np.ndarray, mem: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                  w: np.ndarray, start: np.ndarray, inputs: np.ndarray) -> dict[int, int]:
+    """view row -> the row whose bytes it reads: of the rows overlapping it in its arena, the
+    one written last before the view's first use (an input when none was written).
+
+    One sweep in instruction order over a per-arena map of disjoint byte ranges to their last
+    writer, so the cost grows with rows x live ranges, not rows squared.
+    """
+    mem_l, lo_l, hi_l, w_l = mem.tolist(), lo.tolist(), hi.tolist(), w.tolist()
+    # events: (time, 0 = query before the writes of that instruction, 1 = write, row)
+    events = [(int(start[k]), 0, k) for k in views.tolist()]
+    events += [(w_l[r], 1, r) for r in np.flatnonzero(w >= 0).tolist()]
+    events.sort()
+    owners: dict[int, list[tuple[int, int, int]]] = {}  # arena -> sorted [(lo, hi, row)]
+    found: dict[int, int] = {}
+    for _, what, r in events:
+        ranges = owners.setdefault(mem_l[r], [])
+        a, b = lo_l[r], hi_l[r]
+        if what == 0:
+            best = -1
+            for x_lo, x_hi, x in ranges:
+                if x_lo < b and x_hi > a and (best < 0 or w_l[x] > w_l[best]):
+                    best = x
+            if best >= 0:
+                found[r] = best
+            continue
+        kept: list[tuple[int, int, int]] = []
+        for x_lo, x_hi, x in ranges:  # trim what this write covers
+            if x_hi <= a or x_lo >= b:
+                kept.append((x_lo, x_hi, x))
+                continue
+            if x_lo < a:
+                kept.append((x_lo, a, x))
+            if x_hi > b:
+                kept.append((b, x_hi, x))
+        if b > a:
+            kept.append((a, b, r))
+        kept.sort()
+        owners[mem_l[r]] = kept
+    missing = [k for k in views.tolist() if k not in found]
+    if missing:  # read before anything was written there: the input holding those bytes
+        ins = np.flatnonzero(inputs)
+        order = ins[np.lexsort((lo[ins], mem[ins]))]
+        for k in missing:
+            hit = order[(mem[order] == mem[k]) & (lo[order] < hi[k]) & (hi[order] > lo[k])]
+            if len(hit):
+                found[k] = int(hit[0])
+    return found
