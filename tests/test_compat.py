@@ -48,11 +48,14 @@ def _corpus() -> list[tuple[str, Path, dict]]:
 CORPUS = _corpus()
 
 #: files that must be refused, with the error class and words the message must hold (why)
-REFUSED = {
-    # Its zip directory is stale: a later rename grew two JSON members by 6 bytes each without
-    # updating sizes or offsets. Python's zipfile cannot read 4 of its 7 members either.
-    "pytorch__executorch__examples__dev_tools__scripts__etrecord.bin":
-        (wb.CorruptError, ("ETRECORD_V0", "bad signature", "shifted by 12 bytes")),
+REFUSED: dict[str, tuple[type, tuple[str, ...]]] = {}
+
+#: files whose zip directory is stale (Python's zipfile opens them but cannot read some
+#: members): opened, with the unreadable members flagged (see tests/test_etrecord.py)
+DAMAGED = {
+    # A later rename grew two JSON members by 6 bytes each without updating sizes or
+    # offsets. Python's zipfile cannot read 4 of its 7 members either.
+    "pytorch__executorch__examples__dev_tools__scripts__etrecord.bin",
 }
 
 #: oddities that validate() must list (file -> words of one finding's message)
@@ -60,6 +63,7 @@ ODDITIES = {
     "examples__arduino__examples__AddModel__model.pte": "past the table's declared size",
     "test__models__deprecated__ModuleLinear-no-constant-segment.pte": "legacy constant_buffer",
     "pytorch__executorch__extension__module__test__resources__linear.ptd": "FlatTensor v0",
+    "pytorch__executorch__examples__dev_tools__scripts__etrecord.bin": "shifted by 12 bytes",
 }
 
 
@@ -211,6 +215,8 @@ def test_archive_members_match_zipfile(entry):
     path = corpus_file(name, path)
     if name in REFUSED:
         pytest.skip(f"{name}: refused (see test_opens_or_refuses_as_documented)")
+    if name in DAMAGED:
+        pytest.skip(f"{name}: members unreadable by zipfile too (see tests/test_etrecord.py)")
     with zipfile.ZipFile(path) as z:
         infos = z.infolist()
         for i in infos:

@@ -40,7 +40,9 @@ Vocabularies:
 * ETRecord archives: ``segments.kind`` as for ``.pt2`` zips (``header``, ``data_descriptor``,
   ``central_directory``, ``end_record``, ``padding``) with member bytes as ``graph``
   (serialized exported programs), ``metadata`` (the marker and JSON maps), ``pickle``
-  (``torch.save`` members, never loaded) or ``other``. ``tensors`` is empty.
+  (``torch.save`` members, never loaded) or ``other``, and ``damaged`` for the bytes of
+  members whose local header cannot be located (a stale zip directory: the archive opens,
+  as with Python's zipfile, and ``members.damaged`` flags them). ``tensors`` is empty.
 
 Example:
     >>> from workbench.frames import SCHEMAS
@@ -143,6 +145,9 @@ SCHEMAS: dict[str, list[Column]] = {
            "use_pickle entry); never unpickled"),
         _c("unsafe_name", "bool", "absolute path, '..' component, backslash or control "
            "character in the name"),
+        _c("damaged", "bool", "ETRecord: the member's local header or bytes cannot be located "
+           "(as Python's zipfile cannot read it): `offset` is -1, frames built from it are "
+           "empty and validate() has an error naming it"),
         _c("used_by", "string", "tensor names whose bytes are in the member"),
     ],
     "models": [

@@ -36,6 +36,8 @@ KIND_COLORS: dict[str, str] = {
     # the rest
     "test_data": "#edc948", "padding": "#ffffff", "trailing": "#d4a6c8", "unused": "#d37295",
     "other": "#bab0ac",
+    # bytes of zip members whose local header cannot be located (a stale directory)
+    "damaged": "#ff0000",
 }
 
 #: Every segment kind a reader writes (``.pte``/``.ptd``/``.bpte``: header ... unused; ``.pt2``

@@ -155,6 +155,12 @@ class ZipDirectory:
 
     Args:
         src: the mapped file.
+        tolerant: do not raise for a member whose local header or data cannot be located
+            (bad signature, name or method differing from the central directory, bytes
+            running past the directory, overlap): flag it in ``damaged`` and keep its error
+            in ``problems``, as Python's ``zipfile`` opens such an archive and fails only
+            when the member is read. The end records and the central directory are still
+            strict. ``.pt2`` archives are read strictly; ETRecords tolerantly.
 
     Attributes:
         entries: members in central-directory order (made on first use; see ``entry``).
@@ -173,6 +179,11 @@ class ZipDirectory:
         eocd_offset: the end-of-central-directory record (``eocd_size`` with its comment).
         zip64_offset, locator_offset: the ZIP64 records (``None`` when absent).
         zip64: the archive uses ZIP64 records.
+        damaged: per member, its local header or data could not be located (always all
+            ``False`` unless ``tolerant``); such a member keeps its central-directory facts
+            and ``header_offset``, with ``data_offset`` -1 and no local extra or descriptor.
+        problems: ``(index, error)`` for each damaged member, the error that a strict read
+            raises for it (naming the member, the structure and the offset).
 
     Raises:
         TruncatedError / OutOfBoundsError / CorruptError / UnsupportedVersionError.
@@ -183,8 +194,10 @@ class ZipDirectory:
         ['tied/data/weights/weight_0', 'tied/data/weights/model_weights_config.json']
     """
 
-    def __init__(self, src: Source) -> None:
+    def __init__(self, src: Source, tolerant: bool = False) -> None:
         self.src = src
+        self.tolerant = tolerant
+        self.problems: list[tuple[int, ArtifactError]] = []
         self.path = src.path
         self.zip64_offset: int | None = None
         self.zip64_size = 0
@@ -481,67 +494,95 @@ class ZipDirectory:
         if not n:
             self.arrays = {k: np.zeros(0, bool if k in ("compressed", "zip64") else np.int64)
                            for k in ZipEntry._fields[2:]}
+            self.damaged = np.zeros(0, bool)
             return
         limit = self.cd_offset  # member data lies before the central directory
         lho, csize, names = c.lho, c.csize, c.names
-        bad = np.flatnonzero(lho + LOCAL_SIZE > limit)
-        if bad.size:
-            k = int(bad[0])
-            raise OutOfBoundsError(f"local header offset 0x{lho[k]:x} (+{LOCAL_SIZE}) is not before "
-                                   f"the central directory at 0x{limit:x}", file=path,
+        tolerant = self.tolerant
+        unplaced = lho + LOCAL_SIZE > limit
+        for k in np.flatnonzero(unplaced).tolist():
+            err = OutOfBoundsError(f"local header offset 0x{lho[k]:x} (+{LOCAL_SIZE}) is not "
+                                   f"before the central directory at 0x{limit:x}", file=path,
                                    structure=f"zip local header of {names[k]!r}",
                                    offset=int(c.pos[k]) + 42)
+            if not tolerant:
+                raise err
+            self.problems.append((k, err))
+        glho = np.where(unplaced, 0, lho)  # where to gather (a placeholder for unplaced ones)
         u8 = np.frombuffer(self.src.buf, np.uint8, count=limit)
         whole = np.frombuffer(self.src.buf, np.uint8)
         width = int(c.n_len.max())
         local_names = None
-        if c.window is not None and int(lho.max()) + LOCAL_SIZE + width <= len(whole):
+        if c.window is not None and int(glho.max()) + LOCAL_SIZE + width <= len(whole):
             # One gather for each local header and the name after it.
-            both = np.lib.stride_tricks.sliding_window_view(whole, LOCAL_SIZE + width)[lho]
+            both = np.lib.stride_tricks.sliding_window_view(whole, LOCAL_SIZE + width)[glho]
             local = np.ascontiguousarray(both[:, :LOCAL_SIZE])
             local_names = both[:, LOCAL_SIZE:]
         else:
-            local = np.lib.stride_tricks.sliding_window_view(u8, LOCAL_SIZE)[lho]
+            local = np.lib.stride_tricks.sliding_window_view(whole, LOCAL_SIZE)[glho]
         local = local.view(_LOCAL_DTYPE).reshape(n)
         n_len = local["n_len"].astype(np.int64)
         x_len = local["x_len"].astype(np.int64)
-        data = lho + LOCAL_SIZE + n_len + x_len
+        data = glho + LOCAL_SIZE + n_len + x_len
         problems = ((local["magic"] != 0x04034B50) | (data > limit) | (local["method"] != c.method)
                     | (n_len != c.n_len) | (csize > limit - data))
-        if not problems.any():
+        if tolerant or not problems.any():
             if local_names is not None:
-                problems = ((local_names != c.window[:, :width])
-                            & (np.arange(width) < c.n_len[:, None])).any(axis=1)
+                names_differ = ((local_names != c.window[:, :width])
+                                & (np.arange(width) < c.n_len[:, None])).any(axis=1)
             else:
-                problems = self._names_differ(c, lho + LOCAL_SIZE)
-        if problems.any():
-            k = int(np.flatnonzero(problems)[0])
-            self._local_error(c, k, int(data[k]), limit)
-        # Members must not overlap (overlapping members are a zip-bomb device).
-        order = np.argsort(lho, kind="stable")
+                names_differ = self._names_differ(c, glho + LOCAL_SIZE)
+            problems = problems | names_differ
+        problems |= unplaced
+        for k in np.flatnonzero(problems & ~unplaced).tolist():
+            try:
+                self._local_error(c, k, int(data[k]), limit)
+            except ArtifactError as err:
+                if not tolerant:
+                    raise
+                self.problems.append((k, err))
+        # Members must not overlap (overlapping members are a zip-bomb device); in tolerant
+        # mode an overlapping member is damaged (the later one, as the strict error names).
+        ok = np.flatnonzero(~problems)
         ends = data + csize
-        nxt = np.empty(n, np.int64)
-        nxt[order[:-1]] = lho[order[1:]]
-        nxt[order[-1]] = limit
-        over = np.flatnonzero(ends > nxt)
-        if over.size:
-            k = int(over[np.argmin(lho[over])])
-            b = int(order[np.searchsorted(lho[order], lho[k], side="right")])
-            raise CorruptError(f"member {names[k]!r} [0x{lho[k]:x}, 0x{ends[k]:x}) overlaps "
+        nxt = np.full(n, limit, np.int64)
+        while ok.size:
+            order = ok[np.argsort(lho[ok], kind="stable")]
+            nxt[order[:-1]] = lho[order[1:]]
+            nxt[order[-1]] = limit
+            over = np.flatnonzero(ends[order] > nxt[order])
+            if not over.size:
+                break
+            i = int(over[0])
+            k = int(order[i])
+            j = int(np.searchsorted(lho[order], lho[k], side="right"))
+            b = int(order[j if j < len(order) else i + 1])
+            err = CorruptError(f"member {names[k]!r} [0x{lho[k]:x}, 0x{ends[k]:x}) overlaps "
                                f"member {names[b]!r} at 0x{lho[b]:x}", file=path,
                                structure=f"zip member {names[b]!r}", offset=int(lho[b]))
+            if not tolerant:
+                raise err
+            self.problems.append((b, err))
+            problems[b] = True
+            ok = np.flatnonzero(~problems)
+        self.problems.sort(key=lambda p: p[0])
+        self.damaged = problems
+        problems.flags.writeable = False
         # Data descriptors (flag bit 3): 12 bytes, 20 with ZIP64 sizes, +4 with the signature.
         # The sizes are 8 bytes when either header has a ZIP64 extra field (APPNOTE 4.3.9.1;
         # Python's zipfile with force_zip64 puts one in the local header only).
         flags = c.flags
         has_desc = (flags & FLAG_DESCRIPTOR) != 0
-        wide = c.zip64 | self._local_zip64(data - x_len, x_len, has_desc & ~c.zip64)
+        wide = c.zip64 | self._local_zip64(data - x_len, x_len, has_desc & ~c.zip64 & ~problems)
         room = nxt - ends
         at = np.where(room >= 4, ends, 0)
         sig = np.lib.stride_tricks.sliding_window_view(u8, 4)[at].view("<u4").reshape(n)
         has_sig = (room >= 4) & (sig == int.from_bytes(DESCRIPTOR_MAGIC, "little"))
         desc = np.where(wide, 20, 12) + 4 * has_sig
-        desc = np.where(has_desc & (desc <= room), desc, 0)
+        desc = np.where(has_desc & (desc <= room) & ~problems, desc, 0)
+        if problems.any():
+            data = np.where(problems, -1, data)
+            x_len = np.where(problems, 0, x_len)
         compressed = (c.method != 0) | ((flags & FLAG_ENCRYPTED) != 0)
         self.arrays = arrays = {
             "method": c.method, "flags": flags, "crc32": c.crc32, "compressed_size": csize,
@@ -631,7 +672,13 @@ class ZipDirectory:
         return len(self.names)
 
     def view(self, e: ZipEntry) -> memoryview:
-        """The member's stored bytes, zero-copy (compressed bytes for a compressed member)."""
+        """The member's stored bytes, zero-copy (compressed bytes for a compressed member).
+
+        Raises the member's error from :attr:`problems` for a damaged member."""
+        if e.data_offset < 0:
+            raise dict(self.problems).get(e.index) or CorruptError(
+                "the member's bytes could not be located", file=self.path,
+                structure=f"zip member {e.name!r}", offset=e.header_offset)
         return self.src.view(e.data_offset, e.compressed_size, f"zip member {e.name!r}")
 
     def read(self, e: ZipEntry, limit: int) -> bytes:

@@ -38,7 +38,8 @@ class RecordColumns:
         kind = [filled(n, "header"), seg_kinds, filled(n, "data_descriptor")]
         index = [np.arange(n, dtype=np.int64)] * 3
         used = [objects(zd.names), filled(n, ""), objects(zd.names)]
-        keep = [np.ones(n, bool), np.ones(n, bool), desc > 0]
+        ok = ~zd.damaged
+        keep = [ok, ok, (desc > 0) & ok]
         tail = [(zd.cd_offset, zd.cd_size, "central directory", "central_directory",
                  f"{n} entries")]
         if zd.zip64_offset is not None:
@@ -58,6 +59,8 @@ class RecordColumns:
             np.concatenate([x[k] for x, k in zip(index, keep)]
                            + [np.full(len(tail), -1, np.int64)]),
             np.concatenate([x[k] for x, k in zip(used, keep)] + [objects(t_used)]))
+        if not ok.all():
+            _mark_damaged(raw, zd.names, lho, zd.damaged)
         return segments_frame(raw)
 
     def tensors_columns(self) -> dict[str, Any]:
@@ -70,14 +73,15 @@ class RecordColumns:
         a = zd.arrays
         n = len(zd.names)
         data = a["data_offset"]
+        damaged = np.array(arc.damaged, bool)
         return {
             "index": np.arange(n, dtype=np.int64), "name": strings(objects(zd.names)),
             "kind": factorized(objects(arc.kinds)), "model": factorized(objects(arc.programs_of)),
             "file": strings(filled(n, self.path)), "header_offset": a["header_offset"],
             "offset": data, "size": a["compressed_size"], "file_size": a["file_size"],
-            "align": align(data), "method": a["method"], "compressed": a["compressed"],
+            "align": align(data, damaged), "method": a["method"], "compressed": a["compressed"],
             "crc32": a["crc32"], "pickled": np.array(arc.pickled, bool),
-            "unsafe_name": np.array(arc.unsafe, bool),
+            "unsafe_name": np.array(arc.unsafe, bool), "damaged": damaged,
         }
 
     def programs_columns(self) -> dict[str, list]:
@@ -171,6 +175,23 @@ class RecordColumns:
             "node": strings(objects(names)), "target": factorized(objects(targets)),
             "op": factorized(objects([_short(t) if t else None for t in targets])),
         }
+
+
+def _mark_damaged(raw: dict[str, Any], names: list[str], lho: np.ndarray,
+                  damaged: np.ndarray) -> None:
+    """Relabel as ``damaged`` each gap (padding row) that holds, or ends at, the local header
+    offset of a damaged member (whose header and bytes could not be located)."""
+    off = np.asarray(raw["offset"], np.int64)
+    end = off + np.asarray(raw["size"], np.int64)
+    gap = (np.asarray(raw["index"]) == -1) & (np.asarray(raw["kind"], object) == "padding")
+    where = lho[damaged]
+    who = np.asarray(names, object)[damaged]
+    for r in np.flatnonzero(gap).tolist():
+        inside = (where >= off[r]) & (where <= end[r])
+        if inside.any():
+            raw["kind"][r] = "damaged"
+            raw["name"][r] = "damaged members"
+            raw["used_by"][r] = ", ".join(who[inside].tolist())
 
 
 def _short(target: str) -> str:

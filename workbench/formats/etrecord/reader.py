@@ -70,13 +70,16 @@ class Archive:
         delegates: rows ``(method, instruction, backend, delegate_debug_id, position,
             debug_handle)`` (id and handle ``None`` for a delegate without a map).
         export_graph_id: the ``export_graph_id`` member's value, if any.
+        damaged: per member, its local header or data cannot be located (the zip layer is
+            tolerant here, as Python's ``zipfile`` is: the archive opens, each damaged member
+            is an ``error`` finding, and what is built from it is empty).
         findings: non-fatal observations.
     """
 
     def __init__(self, src: Source) -> None:
         self.src = src
         self.path = src.path
-        self.zip = ZipDirectory(src)
+        self.zip = ZipDirectory(src, tolerant=True)
         if S.MARKER not in self.zip.index:
             raise CorruptError(f"no {S.MARKER} marker member: not an ETRecord",
                                file=self.path, structure="zip central directory",
@@ -86,11 +89,20 @@ class Archive:
         self.programs_of: list[str | None] = []
         self.pickled: list[bool] = []
         self.unsafe: list[bool] = []
+        self.damaged: list[bool] = self.zip.damaged.tolist()
+        for i, err in self.zip.problems:
+            self.findings.append({
+                "severity": "error", "structure": err.structure, "offset": err.offset,
+                "message": f"member {self.zip.names[i]!r} cannot be read (nor by Python's "
+                           f"zipfile): {err.detail}; frames built from it are empty"})
         for i, name in enumerate(self.zip.names):
             kind, program = S.member_kind(name)
             e = self.zip.entry(i)
-            pickled = self._is_pickle(e)
-            if kind == "program" and not self._looks_like_json(e):
+            if self.damaged[i]:
+                pickled = False
+            else:
+                pickled = self._is_pickle(e)
+            if kind == "program" and not self.damaged[i] and not self._looks_like_json(e):
                 kind, program = "other", None
             self.kinds.append(kind)
             self.programs_of.append(program)
@@ -141,8 +153,13 @@ class Archive:
                              offset=e.data_offset if not e.compressed else None)
 
     def _json_member(self, name: str) -> Any:
-        e = self.zip.get(name)
+        e = self._readable(name)
         return None if e is None else self._json(e)
+
+    def _readable(self, name: str) -> ZipEntry | None:
+        """The (first) member ``name`` unless it is absent or damaged."""
+        e = self.zip.get(name)
+        return None if e is None or self.damaged[e.index] else e
 
     # -- maps ---------------------------------------------------------------------------------
     def _method_level(self, e: ZipEntry, value: Any, flat: tuple[str, ...]
@@ -170,7 +187,7 @@ class Archive:
         return items
 
     def _debug_handle_map(self) -> list[tuple]:
-        e = self.zip.get(S.DEBUG_HANDLE_MAP)
+        e = self._readable(S.DEBUG_HANDLE_MAP)
         if e is None:
             return []
         rows = []
@@ -182,7 +199,7 @@ class Archive:
         return rows
 
     def _delegate_map(self) -> list[tuple]:
-        e = self.zip.get(S.DELEGATE_MAP)
+        e = self._readable(S.DELEGATE_MAP)
         if e is None:
             return []
         rows = []
@@ -218,6 +235,8 @@ class Archive:
         e = self.zip.get(name)
         assert e is not None
         p = Program(name)
+        if self.damaged[e.index]:
+            return p  # no nodes: the finding says why
         j = self._json(e)
         if not isinstance(j, dict):
             raise self._corrupt(e, "", "the serialized program is not a JSON object")
