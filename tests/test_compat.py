@@ -407,3 +407,30 @@ def _check_pt2(art, facts: dict, label: str) -> None:
         if x["name"] in t.index:
             r = t.loc[x["name"]]
             assert f"torch.{r['dtype']}" == x["dtype"] and r["shape"] == tuple(x["shape"]), label
+
+
+@pytest.mark.parametrize("release,layout", [
+    ("executorch-0.4.0", "legacy"),   # torch 2.5: torch.export.save's flat zip
+    ("executorch-0.7.0", "pickled"),  # torch 2.8: the pt2 layout with pickled weights
+])
+def test_older_pt2_layouts_are_named(release, layout):
+    """Older torch.export archives are named by their layout, not called 'not an archive'."""
+    import zipfile
+
+    p = ROOT / "sample_models" / "compat" / release / "mlp.pt2"
+    if not p.is_file():
+        pytest.skip(f"{p} is not there")
+    names = zipfile.ZipFile(p).namelist()
+    art = wb.open(p)
+    found = art.validate()
+    assert not (found["severity"] == "warning").any(), found.to_string()
+    messages = " | ".join(found["message"])
+    if layout == "legacy":
+        assert "serialized_exported_program.json" in names
+        assert art.info["layout"].startswith("torch.export legacy flat layout")
+        assert "weights are pickled in serialized_state_dict.pt" in messages
+    else:
+        pickled = [n for n in names if n.endswith("data/weights/model.pt")]
+        assert len(pickled) == 1
+        assert f"pickled in {pickled[0]} (torch 2.8 layout" in messages
+    assert len(art.tensors) == 0  # nothing unpickled, so no tensor is listed

@@ -38,6 +38,8 @@ from .schema import (
     KIND_SO,
     KIND_SOURCE,
     KIND_WEIGHTS,
+    LEGACY_LAYOUT,
+    LEGACY_PROGRAM,
     METADATA_DIRS,
     METADATA_LIMIT,
     MODEL_EXPORTED,
@@ -268,7 +270,16 @@ class Archive:
                 raise CorruptError("is not UTF-8 text", file=self.path,
                                    structure=f"zip member {e.name!r}", offset=e.data_offset) from None
         fmt = self.info.get("archive_format")
-        if fmt is None:
+        legacy = self.member(LEGACY_PROGRAM)
+        if fmt is None and legacy is not None:
+            # torch.export.save before the pt2 layout (torch <= 2.7): a flat zip whose
+            # weights live in the pickled serialized_state_dict.pt.
+            self.info["layout"] = LEGACY_LAYOUT
+            self.find("info", "archive layout",
+                      f"{LEGACY_LAYOUT}: the graph is {LEGACY_PROGRAM} and the weights are "
+                      "pickled in serialized_state_dict.pt (listed, never unpickled), so no "
+                      "tensor is listed", offset=legacy.header_offset)
+        elif fmt is None:
             self.find("warning", "archive_format",
                        "no archive_format member: not a torch.export / AOTInductor archive "
                        "(members are listed, nothing else is read)")
@@ -296,7 +307,14 @@ class Archive:
                 rel = f"{DATA_DIR}/{kind_dir}/{model}{CONFIG_SUFFIX[kind_dir]}"
                 cfg = self.member(rel)
                 if cfg is None:
-                    if graph is not None:
+                    pickled = self.member(f"{DATA_DIR}/{kind_dir}/{model}{PICKLE_SUFFIX}")
+                    if graph is not None and pickled is not None:
+                        # torch 2.8 wrote the pt2 layout with pickled weights and constants
+                        self.find("info", f"model {escape(model)!r}",
+                                  f"no {rel}: the {kind_dir} are pickled in {pickled.name} "
+                                  "(torch 2.8 layout; listed, never unpickled)",
+                                  offset=pickled.header_offset)
+                    elif graph is not None:
                         self.find("warning", f"model {escape(model)!r}", f"no {rel}")
                     continue
                 read_config(self, model, kind_dir, cfg)

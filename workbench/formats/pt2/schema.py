@@ -50,6 +50,9 @@ CONFIG_SUFFIX = {WEIGHTS_DIR: "_weights_config.json", CONSTANTS_DIR: "_constants
 GRAPH_SUFFIX = ".json"
 #: A torch.save pickle (``data/weights/<model>.pt``, ``data/sample_inputs/<model>.pt``).
 PICKLE_SUFFIX = ".pt"
+#: torch.export.save before the pt2 layout (torch <= 2.7) wrote a flat zip around this member.
+LEGACY_PROGRAM = "serialized_exported_program.json"
+LEGACY_LAYOUT = "torch.export legacy flat layout (torch <= 2.7)"
 #: ``data/constants/custom_obj_<n>``, ``opaque_obj_<n>``: pickled script objects.
 PICKLED_CONSTANT_PREFIXES = ("custom_obj_", "opaque_obj_")
 #: Generated sources of an AOTInductor package.
