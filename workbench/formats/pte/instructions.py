@@ -186,6 +186,7 @@ class InstructionColumns:
         self._records: list[MethodInstructions] | None = None
         self._rw: list[tuple[list, list]] | None = None
         self._spans: list[dict[str, np.ndarray]] | None = None
+        self._lists: dict[tuple[int, int], tuple[int, ...]] = {}
 
     @property
     def records(self) -> list[MethodInstructions]:
@@ -197,13 +198,19 @@ class InstructionColumns:
         return self._records
 
     def _list_items(self, m: Method, v: int) -> tuple[int, ...]:
-        """Tensor value indices held by list value ``v`` of method ``m``."""
-        p = int(m.vpos[v])
-        if not p:
-            return ()
-        tab = self.r.fb.table_at(p, f"{m.name}.values[{v}]", p)
-        nv = len(m.vtypes)
-        return tuple(x for x in tab.array(List.items, "<i4", "items").tolist() if 0 <= x < nv)
+        """Tensor value indices held by list value ``v`` of method ``m`` (read once)."""
+        key = (id(m), v)
+        items = self._lists.get(key)
+        if items is None:
+            p = int(m.vpos[v])
+            items = ()
+            if p:
+                tab = self.r.fb.table_at(p, f"{m.name}.values[{v}]", p)
+                nv = len(m.vtypes)
+                items = tuple(x for x in tab.array(List.items, "<i4", "items").tolist()
+                              if 0 <= x < nv)
+            self._lists[key] = items
+        return items
 
     def _storage(self, m: Method) -> np.ndarray:
         """Storage code per value of ``m`` (-1: not a tensor)."""
