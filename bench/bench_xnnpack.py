@@ -18,20 +18,26 @@ Int8DynamicActivationIntxWeightConfig(weight_dtype=torch.int4, weight_granularit
 The first export of ``q2000`` takes about 30-60 minutes on a 2-core machine (the lowering
 passes cost ~1 s per layer); files are cached.
 
-For each file two sides are timed, each in fresh subprocesses (medians over ``--repeat``):
+For each file four sides are timed, each in fresh subprocesses (medians over ``--repeat``):
 
-* **ours**: ``art = workbench.open(p)``; its ``delegates`` and ``named_data`` frames; then
-  ``inspect_blob`` on every delegate blob (header, graph, constants resolved against named
-  data) and the ``delegate_tensors`` + ``delegate_nodes`` frames built from the records.
-* **reference**: ExecuTorch's Python XNNPACK deserialization of the same blobs, given their
-  byte ranges for free: read the file, ``XNNHeader.from_bytes`` on each blob, then the graph
-  flatbuffer decoded the way ExecuTorch's serialization modules do it
-  (``_flatc_decompile`` with the XNNPACK ``schema.fbs`` -> JSON -> ``_json_to_dataclass(...,
-  XNNGraph)``, as ``vulkan_graph_serialize.flatbuffer_to_vk_graph`` does for Vulkan; the
-  XNNPACK module has only the serializing half).
+* **ours** (blobs): map the file (``Source``), ``inspect_blobs`` on every delegate blob
+  (header, graph, constants resolved against the named data) and the ``delegate_tensors`` +
+  ``delegate_nodes`` frames built from the records. Given for free, like the reference: the
+  blobs' byte ranges and the named-data index (key -> file, offset, size).
+* **reference** (blobs): ExecuTorch's Python XNNPACK deserialization of the same blobs: read
+  the file, ``XNNHeader.from_bytes`` on each blob, then the graph flatbuffer decoded the way
+  ExecuTorch's serialization modules do it (``_flatc_decompile`` with the XNNPACK
+  ``schema.fbs`` -> JSON -> ``_json_to_dataclass(..., XNNGraph)``, as
+  ``vulkan_graph_serialize.flatbuffer_to_vk_graph`` does for Vulkan; the XNNPACK module has
+  only the serializing half). flatc writes bare ``inf``; the reference's JSON gets a cheap
+  fix-up first.
+* **ours_open** / **reference_open** (end to end): the same, finding the blobs themselves:
+  ``workbench.open`` + its ``delegates`` and ``named_data`` frames, against
+  ``deserialize_pte_binary`` + the reference decoding above.
 
-Imports are not timed; each worker first runs its operation once, untimed, on
-``sample_models/wide_xnnpack_8da4w.pte`` (lazy library set-up), then resets the RSS
+Imports are not timed; each worker first runs its operation once, untimed, on the blob of
+``sample_models/wide_xnnpack_8da4w.pte`` listed twice (lazy library set-up of both the
+one-blob and the many-blob code paths), then resets the RSS
 high-water mark and times one call. RSS growth = ``VmHWM`` after minus ``VmRSS`` before.
 The parent warms the page cache first. This machine sets ``PYTHONDONTWRITEBYTECODE=1``;
 the workers unset it so a fresh process does not recompile the package.
@@ -145,92 +151,118 @@ def ensure(spec: QSpec) -> Path:
 # Worker side: a fresh interpreter, one timed operation, one marked JSON line.
 # --------------------------------------------------------------------------
 
-def _blob_ranges(path: str) -> list[tuple[int, int]]:
+def _layout(path: str) -> dict:
+    """What the blobs-only sides get for free: every delegate's (offset, size, id, method,
+    index) and the named-data index key -> (file, offset, size)."""
     import workbench
 
     with workbench.open(path) as art:
         d = art.frames["delegates"]
-        return [(int(o), int(s)) for o, s, i in zip(d["offset"], d["size"], d["id"])
-                if i == "XnnpackBackend"]
+        nd = art.frames["named_data"]
+        return {
+            "blobs": [(int(o), int(s), str(i), str(m), int(k)) for o, s, i, m, k in
+                      zip(d["offset"], d["size"], d["id"], d["method"], d["index"])],
+            "named": {k: (f, int(o), int(s)) for k, f, o, s in
+                      zip(nd["key"], nd["file"], nd["offset"], nd["size"])},
+        }
 
 
-def _worker(side: str, path: str, ranges: list[tuple[int, int]]) -> dict:
-    if side == "ours":
-        import numpy  # noqa: F401
-        import pandas  # noqa: F401
+def _ours(with_open: bool):
+    import numpy  # noqa: F401
+    import pandas  # noqa: F401
 
-        import workbench
-        from workbench.formats.delegates import inspect_blob, node_columns, tensor_columns
-        from workbench.frames import build
+    import workbench
+    from workbench.formats.delegates import inspect_blobs, node_columns, tensor_columns
+    from workbench.frames import build
+    from workbench.source import Source
 
-        def op(p: str, _ranges):
+    def op(p: str, layout: dict):
+        if with_open:  # today's .pte reader finds the blobs and the named data
             art = workbench.open(p)
             d = art.frames["delegates"]
             nd = art.frames["named_data"]
             named = dict(zip(nd["key"].tolist(), zip(nd["file"].tolist(), nd["offset"].tolist(),
                                                     nd["size"].tolist())))
-            # the program's own map (the .pte reader will hand it over once integrated)
+            blobs = list(zip(d["offset"].tolist(), d["size"].tolist(), d["id"].tolist(),
+                             d["method"].tolist(), d["index"].tolist()))
             buf = art.sources[art.path].buf
-            infos = [inspect_blob(buf, file=p, offset=int(o), size=int(s), backend_id=i,
-                                  method=m, index=int(k), named_data=named)
-                     for o, s, i, m, k in zip(d["offset"], d["size"], d["id"], d["method"],
-                                              d["index"])]
-            tensors = build("delegate_tensors", tensor_columns(infos))
-            nodes = build("delegate_nodes", node_columns(infos))
-            return art, infos, tensors, nodes
+        else:
+            art = Source(p)
+            buf, blobs, named = art.buf, layout["blobs"], layout["named"]
+        infos = inspect_blobs(buf, blobs, file=p, named_data=named)
+        tensors = build("delegate_tensors", tensor_columns(infos))
+        nodes = build("delegate_nodes", node_columns(infos))
+        return art, infos, tensors, nodes
 
-        def describe(res) -> dict:
-            _, infos, tensors, nodes = res
-            return {"blobs": len(infos), "tensors": len(tensors), "nodes": len(nodes),
-                    "named_constants": int(tensors["named_key"].notna().sum())}
+    def describe(res) -> dict:
+        _, infos, tensors, nodes = res
+        return {"blobs": len(infos), "tensors": len(tensors), "nodes": len(nodes),
+                "named_constants": int(tensors["named_key"].notna().sum())}
 
-    elif side == "reference":
-        import tempfile
+    return op, describe
 
-        from executorch.backends.xnnpack.serialization.xnnpack_graph_schema import XNNGraph
-        from executorch.backends.xnnpack.serialization.xnnpack_graph_serialize import (
-            XNNHeader,
-            _get_schema_bytes,
-        )
-        from executorch.exir._serialize._dataclass import _json_to_dataclass
-        from executorch.exir._serialize._flatbuffer import _flatc_decompile
 
-        def decode(fb: bytes) -> XNNGraph:
-            with tempfile.TemporaryDirectory() as d:
-                schema = os.path.join(d, "schema.fbs")
-                with open(schema, "wb") as f:
-                    f.write(_get_schema_bytes())
-                binary = os.path.join(d, "schema.bin")
-                with open(binary, "wb") as f:
-                    f.write(fb)
-                _flatc_decompile(d, schema, binary, ["--raw-binary"])
-                with open(os.path.join(d, "schema.json"), "rb") as f:
-                    return _json_to_dataclass(json.loads(_json_floats(f.read())), XNNGraph)
+def _reference(with_open: bool):
+    import tempfile
 
-        def op(p: str, rngs):
-            with open(p, "rb") as f:
-                data = f.read()
-            graphs = []
-            for off, size in rngs:
-                blob = data[off:off + size]
-                h = XNNHeader.from_bytes(blob[:XNNHeader.EXPECTED_LENGTH])
-                graphs.append(decode(blob[h.flatbuffer_offset:
-                                          h.flatbuffer_offset + h.flatbuffer_size]))
-            return graphs
+    from executorch.backends.xnnpack.serialization.xnnpack_graph_schema import XNNGraph
+    from executorch.backends.xnnpack.serialization.xnnpack_graph_serialize import (
+        XNNHeader,
+        _get_schema_bytes,
+    )
+    from executorch.exir._serialize._dataclass import _json_to_dataclass
+    from executorch.exir._serialize._flatbuffer import _flatc_decompile
+    from executorch.exir._serialize._program import deserialize_pte_binary
 
-        def describe(res) -> dict:
-            return {"blobs": len(res), "tensors": sum(len(g.xvalues) for g in res),
-                    "nodes": sum(len(g.xnodes) for g in res)}
+    def decode(blob: bytes) -> XNNGraph:
+        h = XNNHeader.from_bytes(blob[:XNNHeader.EXPECTED_LENGTH])
+        fb = blob[h.flatbuffer_offset:h.flatbuffer_offset + h.flatbuffer_size]
+        with tempfile.TemporaryDirectory() as d:
+            schema = os.path.join(d, "schema.fbs")
+            with open(schema, "wb") as f:
+                f.write(_get_schema_bytes())
+            binary = os.path.join(d, "schema.bin")
+            with open(binary, "wb") as f:
+                f.write(fb)
+            _flatc_decompile(d, schema, binary, ["--raw-binary"])
+            with open(os.path.join(d, "schema.json"), "rb") as f:
+                return _json_to_dataclass(json.loads(_json_floats(f.read())), XNNGraph)
 
-    else:
-        raise ValueError(f"unknown side {side!r}")
+    def op(p: str, layout: dict):
+        with open(p, "rb") as f:
+            data = f.read()
+        if with_open:  # ExecuTorch's own reading of the program gives the blobs
+            program = deserialize_pte_binary(data).program
+            blobs = [program.backend_delegate_data[d.processed.index].data
+                     for plan in program.execution_plan for d in plan.delegates
+                     if d.id == "XnnpackBackend"]
+        else:
+            blobs = [data[o:o + s] for o, s, i, _, _ in layout["blobs"] if i == "XnnpackBackend"]
+        return [decode(b) for b in blobs]
 
-    op(WARMUP, _blob_ranges(WARMUP) if side == "reference" else None)
+    def describe(res) -> dict:
+        return {"blobs": len(res), "tensors": sum(len(g.xvalues) for g in res),
+                "nodes": sum(len(g.xnodes) for g in res)}
+
+    return op, describe
+
+
+#: side -> (maker, with_open)
+SIDE_MAKERS = {"ours": (_ours, False), "reference": (_reference, False),
+               "ours_open": (_ours, True), "reference_open": (_reference, True)}
+
+
+def _worker(side: str, path: str, layout_file: str) -> dict:
+    maker, with_open = SIDE_MAKERS[side]
+    op, describe = maker(with_open)
+    layout = json.loads(Path(layout_file).read_text())
+    warm = json.loads(Path(layout_file + ".warmup").read_text())
+    op(WARMUP, warm)  # untimed: lazy library set-up on a tiny sample
     hwm_reset = reset_hwm()
     rss_before = status_kb("VmRSS")
     maxrss_before = maxrss_kb()
     t0 = time.perf_counter()
-    res = op(path, ranges)
+    res = op(path, layout)
     elapsed = time.perf_counter() - t0
     hwm_after = status_kb("VmHWM")
     if hwm_reset and rss_before is not None and hwm_after is not None:
@@ -261,12 +293,12 @@ def _json_floats(raw: bytes) -> str:
 # Driver side.
 # --------------------------------------------------------------------------
 
-def _run_worker(side: str, path: Path, ranges: list, timeout: float) -> dict:
+def _run_worker(side: str, path: Path, layout_file: str, timeout: float) -> dict:
     env = dict(os.environ)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", side, str(path),
-           json.dumps(ranges)]
+           layout_file]
     try:
         proc = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True,
                               timeout=timeout, check=False)
@@ -279,29 +311,38 @@ def _run_worker(side: str, path: Path, ranges: list, timeout: float) -> dict:
     return {"error": f"exit {proc.returncode}: {tail}"}
 
 
-def _bench(key: str, repeat: int, timeout: float) -> dict:
+def _bench(key: str, repeat: int, timeout: float, sides: tuple[str, ...]) -> dict:
+    import tempfile
+
     spec = SPECS[key]
     path = ensure(spec)
     path.read_bytes()  # warm the page cache
-    ranges = _blob_ranges(str(path))
+    layout = _layout(str(path))
     result: dict = {"key": key, "path": str(path), "size_bytes": path.stat().st_size,
-                    "spec": spec.describe(), "blobs": len(ranges)}
-    for side in SIDES:
-        runs = []
-        for i in range(repeat):
-            r = _run_worker(side, path, ranges, timeout)
-            msg = r.get("error") or f"{r['time_s'] * 1e3:.1f} ms, +{r['rss_growth_mb']:.1f} MB"
-            _log(f"{key} {side} run {i + 1}/{repeat}: {msg}")
-            runs.append(r)
-            if "error" in r:
-                break
-        ok = [r for r in runs if "error" not in r]
-        result[side] = ({"error": runs[0]["error"]} if not ok else {
-            "median_s": statistics.median(r["time_s"] for r in ok),
-            "rss_growth_mb_max": max(r["rss_growth_mb"] for r in ok),
-            "tensors": ok[0]["tensors"], "nodes": ok[0]["nodes"], "runs": runs})
-    if "median_s" in result["ours"] and "median_s" in result["reference"]:
-        result["speedup"] = result["reference"]["median_s"] / result["ours"]["median_s"]
+                    "spec": spec.describe(), "blobs": len(layout["blobs"])}
+    with tempfile.TemporaryDirectory() as tmp:
+        layout_file = os.path.join(tmp, "layout.json")
+        Path(layout_file).write_text(json.dumps(layout))
+        warm = _layout(WARMUP)
+        warm["blobs"] = warm["blobs"] * 2  # two blobs: the many-blob code path warms up too
+        Path(layout_file + ".warmup").write_text(json.dumps(warm))
+        for side in sides:
+            runs = []
+            for i in range(repeat):
+                r = _run_worker(side, path, layout_file, timeout)
+                msg = r.get("error") or f"{r['time_s'] * 1e3:.1f} ms, +{r['rss_growth_mb']:.1f} MB"
+                _log(f"{key} {side} run {i + 1}/{repeat}: {msg}")
+                runs.append(r)
+                if "error" in r:
+                    break
+            ok = [r for r in runs if "error" not in r]
+            result[side] = ({"error": runs[0]["error"]} if not ok else {
+                "median_s": statistics.median(r["time_s"] for r in ok),
+                "rss_growth_mb_max": max(r["rss_growth_mb"] for r in ok),
+                "tensors": ok[0]["tensors"], "nodes": ok[0]["nodes"], "runs": runs})
+    for ours, ref in (("ours", "reference"), ("ours_open", "reference_open")):
+        if "median_s" in result.get(ours, {}) and "median_s" in result.get(ref, {}):
+            result[f"speedup_{ours}"] = result[ref]["median_s"] / result[ours]["median_s"]
     return result
 
 
@@ -309,6 +350,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", nargs="+", choices=sorted(SPECS), help="these files only")
     parser.add_argument("--repeat", type=int, default=5, help="timed runs per side (default 5)")
+    parser.add_argument("--sides", nargs="+", choices=sorted(SIDE_MAKERS),
+                        default=sorted(SIDE_MAKERS), help="which sides to time (default: all)")
     parser.add_argument("--generate", action="store_true", help="export the files and stop")
     parser.add_argument("--check", action="store_true", help="exit 1 if a target is missed")
     parser.add_argument("--json", metavar="OUT", help="write the results as JSON")
@@ -316,41 +359,47 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--worker", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        side, path, ranges = args.worker
-        print(RESULT_MARKER + json.dumps(_worker(side, path, json.loads(ranges))), flush=True)
+        side, path, layout_file = args.worker
+        print(RESULT_MARKER + json.dumps(_worker(side, path, layout_file)), flush=True)
         return 0
     keys = args.only or list(SPECS)
     if args.generate:
         for key in keys:
             print(f"{key}\t{ensure(SPECS[key])}")
         return 0
-    results = [_bench(k, args.repeat, args.timeout) for k in keys]
-    header = (f"{'file':<28} {'MB':>6} {'values':>7} {'nodes':>6} {'ours ms':>9} {'ref ms':>9} "
-              f"{'ref/ours':>8} {'ours +RSS MB':>12} {'ref +RSS MB':>11}")
+    sides = tuple(s for s in ("ours", "reference", "ours_open", "reference_open")
+                  if s in args.sides)
+    results = [_bench(k, args.repeat, args.timeout, sides) for k in keys]
+
+    def ms(side: dict | None) -> str:
+        return f"{side['median_s'] * 1e3:.1f}" if side and "median_s" in side else "-"
+
+    def mb(side: dict | None) -> str:
+        return f"{side['rss_growth_mb_max']:.1f}" if side and "median_s" in side else "-"
+
+    header = (f"{'file':<30} {'MB':>5} {'blobs':>5} {'values':>6} {'nodes':>5} "
+              f"{'ours ms':>8} {'ref ms':>8} {'ratio':>6} {'+RSS ours/ref MB':>17} "
+              f"{'open: ours ms':>13} {'ref ms':>8} {'ratio':>6}")
     print(header)
     print("-" * len(header))
     missed = False
     for r in results:
-        o, f = r["ours"], r["reference"]
-
-        def ms(side: dict) -> str:
-            return f"{side['median_s'] * 1e3:.1f}" if "median_s" in side else "error"
-
-        def mb(side: dict) -> str:
-            return f"{side['rss_growth_mb_max']:.1f}" if "median_s" in side else "-"
-
-        speed = f"{r['speedup']:.0f}x" if "speedup" in r else "n/a"
-        print(f"{Path(r['path']).name:<28} {r['size_bytes'] / 1e6:>6.1f} "
-              f"{o.get('tensors', '-'):>7} {o.get('nodes', '-'):>6} {ms(o):>9} {ms(f):>9} "
-              f"{speed:>8} {mb(o):>12} {mb(f):>11}")
-        for side in SIDES:
-            if "error" in r[side]:
+        o, f = r.get("ours"), r.get("reference")
+        oo, fo = r.get("ours_open"), r.get("reference_open")
+        ratio = f"{r['speedup_ours']:.0f}x" if "speedup_ours" in r else "-"
+        ratio_open = f"{r['speedup_ours_open']:.0f}x" if "speedup_ours_open" in r else "-"
+        print(f"{Path(r['path']).name:<30} {r['size_bytes'] / 1e6:>5.1f} {r['blobs']:>5} "
+              f"{(o or oo or {}).get('tensors', '-'):>6} {(o or oo or {}).get('nodes', '-'):>5} "
+              f"{ms(o):>8} {ms(f):>8} {ratio:>6} {mb(o) + ' / ' + mb(f):>17} "
+              f"{ms(oo):>13} {ms(fo):>8} {ratio_open:>6}")
+        for side in sides:
+            if "error" in r.get(side, {}):
                 print(f"! {r['key']} {side}: {r[side]['error']}")
         target = TARGETS.get(r["key"])
-        if target is not None:
-            met = r.get("speedup", 0) >= target
+        if target is not None and "speedup_ours" in r:
+            met = r["speedup_ours"] >= target
             missed |= not met
-            print(f"  [{'MET' if met else 'MISSED'}] {r['key']}: speed-up >= {target:g}x")
+            print(f"  [{'MET' if met else 'MISSED'}] {r['key']}: blobs speed-up >= {target:g}x")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
     return 1 if args.check and missed else 0

@@ -21,6 +21,7 @@ Example:
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterable, Mapping
 from types import ModuleType
 
@@ -30,7 +31,8 @@ from ._columns import node_columns, tensor_columns
 from .quant import UnsupportedQuantizationError, dequantize
 
 __all__ = ["BACKENDS", "BlobInfo", "Finding", "SubSegment", "UnsupportedQuantizationError",
-           "dequantize", "inspect_blob", "kernel_findings", "node_columns", "tensor_columns"]
+           "dequantize", "inspect_blob", "inspect_blobs", "kernel_findings", "node_columns",
+           "tensor_columns"]
 
 
 def _backends() -> tuple[ModuleType, ...]:
@@ -108,11 +110,67 @@ def inspect_blob(
         info = parser.parse(blob)
     except ArtifactError as e:
         raise rebased(e, shift, label) from None
-    if backend_id and parser.IDS and backend_id not in parser.IDS:
-        info.findings.append(Finding("info", label, info.offset,
+    return _checked_id(info, parser)
+
+
+def _checked_id(info: BlobInfo, parser: ModuleType) -> BlobInfo:
+    """Note when the program's delegate id is not one the recognised backend uses."""
+    if info.backend_id and parser.IDS and info.backend_id not in parser.IDS:
+        info.findings.append(Finding("info", info.label, info.offset,
                                      f"the program calls this {parser.BACKEND} blob "
-                                     f"{backend_id!r} (expected {', '.join(parser.IDS)})"))
+                                     f"{info.backend_id!r} (expected {', '.join(parser.IDS)})"))
     return info
+
+
+def inspect_blobs(
+    data: memoryview | bytes,
+    blobs: Iterable[tuple[int, int, str, str, int]],
+    *,
+    file: str,
+    named_data: Mapping[str, tuple[str, int, int]] | None = None,
+) -> list[BlobInfo]:
+    """:func:`inspect_blob` for every ``(offset, size, backend_id, method, index)`` of one
+    file, with the same results; XNNPACK graphs are read in one vectorised pass (a program
+    cut into many small blobs costs about what one blob of the same size costs).
+
+    Example:
+        >>> import struct
+        >>> qnn = struct.pack("<Iqq", 0x5678ABCD, 7, 4) + b"QNN!"
+        >>> [i.backend for i in inspect_blobs(qnn + qnn, [(0, 24, "QnnBackend", "f", 0),
+        ...                                              (24, 24, "QnnBackend", "f", 1)],
+        ...                                   file="m.pte")]
+        ['qnn', 'qnn']
+    """
+    from ..._vecfb import SlowPath
+    from . import xnnpack
+
+    buf = data if isinstance(data, memoryview) else memoryview(data)
+    if buf.format != "B" or buf.ndim != 1:
+        buf = buf.cast("B")
+    items = [(int(o), int(z), str(b), str(m), int(i)) for o, z, b, m, i in blobs]
+    out: list[BlobInfo | None] = [None] * len(items)
+    batch = [k for k, (o, z, *_rest) in enumerate(items)
+             if 0 <= o and z >= 8 and o + z <= len(buf) and bytes(buf[o + 4:o + 8]) == b"XH00"]
+    if len(batch) > 1:
+        group = [Blob(buf, file, items[k][0], items[k][0] + items[k][1], 0, items[k][2],
+                      items[k][3], items[k][4], named_data) for k in batch]
+        # The pass makes tens of thousands of small tuples and strings at once; a full
+        # collection in the middle would walk every object of the process for nothing.
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            for k, info in zip(batch, xnnpack.parse_many(group)):
+                out[k] = _checked_id(info, xnnpack)
+        except (SlowPath, ArtifactError):
+            out = [None] * len(items)  # one by one below: exact errors and findings
+        finally:
+            if collecting:
+                gc.enable()
+    for k, (o, z, b, m, i) in enumerate(items):
+        if out[k] is None:
+            out[k] = inspect_blob(buf, file=file, offset=o, size=z, backend_id=b, method=m,
+                                  index=i, named_data=named_data)
+    return out  # type: ignore[return-value]
 
 
 def _choose(blob: Blob) -> ModuleType | None:

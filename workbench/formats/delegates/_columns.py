@@ -10,11 +10,11 @@ blobs and turn them into the pandas arrays that :func:`workbench.frames.build` t
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from ..._cols import align, booleans, factorized, filled, ints, objects, strings
+from ..._cols import align, booleans, categorical, factorized, ints, objects, strings
 
 if TYPE_CHECKING:
     from ._base import BlobInfo
@@ -40,6 +40,38 @@ NODE_KINDS: dict[str, str] = {
 }
 
 
+class Coded(NamedTuple):
+    """A per-blob ``cat`` column kept as integer ``codes`` into ``names`` (-1: missing):
+    blobs that share one vocabulary become a categorical without hashing any string."""
+
+    codes: np.ndarray
+    names: tuple[str, ...]
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def values(self) -> np.ndarray:
+        """The column as an object array of names (``None`` for missing)."""
+        lut = objects([*self.names, None])
+        return lut[self.codes]
+
+
+def _cat(parts: list[Any]) -> Any:
+    coded = [p for p in parts if isinstance(p, Coded)]
+    if coded and len(coded) == len(parts) and all(p.names == coded[0].names for p in coded):
+        return categorical(np.concatenate([p.codes for p in coded]), coded[0].names)
+    return factorized(np.concatenate([p.values() if isinstance(p, Coded) else p
+                                      for p in parts]))
+
+
+def _per_blob(values: list[str], sizes: list[int]) -> Any:
+    """A category column holding ``values[k]`` on the ``sizes[k]`` rows of blob ``k``."""
+    names = tuple(dict.fromkeys(values))
+    index = {v: k for k, v in enumerate(names)}
+    codes = np.repeat(np.array([index[v] for v in values], np.int64), sizes)
+    return categorical(codes, names)
+
+
 def _convert(kind: str, values: np.ndarray) -> Any:
     if kind == "cat":
         return factorized(values)
@@ -57,14 +89,15 @@ def _columns(infos: Sequence[BlobInfo], attr: str, kinds: dict[str, str]) -> dic
     sizes = [len(cols["node" if attr == "nodes" else "value"]) for _, cols in parts]
     n = sum(sizes)
     out: dict[str, Any] = {
-        "delegate": factorized(np.concatenate([filled(k, b.backend_id) for (b, _), k
-                                               in zip(parts, sizes)]) if parts else objects([])),
-        "method": factorized(np.concatenate([filled(k, b.method) for (b, _), k
-                                             in zip(parts, sizes)]) if parts else objects([])),
-        "index": (np.concatenate([np.full(k, b.index, np.int64) for (b, _), k
-                                  in zip(parts, sizes)]) if parts else np.zeros(0, np.int64)),
+        "delegate": _per_blob([b.backend_id for b, _ in parts], sizes),
+        "method": _per_blob([b.method for b, _ in parts], sizes),
+        "index": (np.repeat(np.array([b.index for b, _ in parts], np.int64), sizes) if parts
+                  else np.zeros(0, np.int64)),
     }
     for col, kind in kinds.items():
+        if parts and kind == "cat":
+            out[col] = _cat([cols[col] for _, cols in parts])
+            continue
         if parts:
             values = np.concatenate([cols[col] for _, cols in parts])
         else:

@@ -18,14 +18,17 @@ Example:
 
 from __future__ import annotations
 
-from ...._vecfb import SlowPath
+import numpy as np
+
+from ...._vecfb import SlowPath, VecReader
 from ....errors import CorruptError, TruncatedError, UnsupportedVersionError
 from ....flatbuf import FlatBuffer
 from .._base import Blob, BlobInfo
+from .._columns import Coded
 from . import _assemble, _graph
 from . import schema as S
 
-__all__ = ["BACKEND", "IDS", "FAST", "detect", "parse"]
+__all__ = ["BACKEND", "IDS", "FAST", "detect", "parse", "parse_many"]
 
 BACKEND = "xnnpack"
 IDS = ("XnnpackBackend",)
@@ -41,11 +44,10 @@ def detect(blob: Blob) -> bool:
     return tag == S.HEADER_MAGIC or tag in S.IDENTIFIERS
 
 
-def parse(blob: Blob) -> BlobInfo:
-    """Read one XNNPACK blob (raises :class:`~workbench.ArtifactError` on corruption)."""
+def _graph_range(blob: Blob, header: dict, parts: list) -> tuple[int, int, int, int, bytes]:
+    """Header (if any) and the graph's identifier: flatbuffer start/size, constant-data
+    start/size (window coordinates) and the identifier."""
     start, end = blob.start, blob.end
-    header: dict[str, int | str] = {}
-    parts: list[tuple[int, int, str, str]] = []
     if bytes(blob.buf[start + 4:start + 8]) == S.HEADER_MAGIC:
         fb_start, fb_size, cd_start, cd_size = _header(blob, header, parts)
     else:
@@ -56,6 +58,14 @@ def parse(blob: Blob) -> BlobInfo:
             f"XNNGraph file identifier is {ident!r}, expected one of "
             f"{', '.join(repr(i) for i in S.IDENTIFIERS)}", file=blob.path,
             structure="XNNGraph identifier", offset=fb_start + 4)
+    return fb_start, fb_size, cd_start, cd_size, ident
+
+
+def parse(blob: Blob) -> BlobInfo:
+    """Read one XNNPACK blob (raises :class:`~workbench.ArtifactError` on corruption)."""
+    header: dict[str, int | str] = {}
+    parts: list[tuple[int, int, str, str]] = []
+    fb_start, fb_size, cd_start, cd_size, ident = _graph_range(blob, header, parts)
     xn00 = ident == b"XN00"
     fb = FlatBuffer(blob, fb_start, fb_start + fb_size, identifier=ident, name="XNNGraph")
     root = fb.root("XNNGraph")
@@ -65,23 +75,83 @@ def parse(blob: Blob) -> BlobInfo:
         raw = _graph.read_fast(fb, root, xn00)
     except SlowPath:
         raw = _graph.read_slow(fb, root, xn00)
-    const = _assemble.constants(blob, raw, cd_start, cd_size)
-    n_entries = len(const.storage)
-    tensors = _assemble.values(blob, raw, const, n_entries)
-    nodes = _assemble.nodes(blob, raw)
+    ctx = _assemble.Ctx([blob], [cd_start], [cd_size])
+    const = _assemble.constants(ctx, raw)
+    tensors = _assemble.values(ctx, raw, const)
+    nodes = _assemble.nodes(ctx, raw)
     if raw.cols["b_start"].size and raw.cols["c_off"].size:
         blob.note("warning", "XNNGraph.constant_buffer", root.pos,
                   "both constant_buffer and constant_data are set; constant_data is used")
+    return _info(blob, header, parts, raw, const, fb_start, fb_size, cd_start, cd_size, ident,
+                 tensors, nodes, 0)
+
+
+def _part(column: np.ndarray | Coded, rows: slice) -> np.ndarray | Coded:
+    return Coded(column.codes[rows], column.names) if isinstance(column, Coded) else column[rows]
+
+
+def _info(blob: Blob, header: dict, parts: list, raw: _graph.RawGraph,
+          const: _assemble.Constants, fb_start: int, fb_size: int, cd_start: int,
+          cd_size: int, ident: bytes, tensors: dict, nodes: dict, owner: int) -> BlobInfo:
     parts.append((fb_start, fb_size, f"XNNGraph flatbuffer ({ident.decode()})", "flatbuffer"))
-    parts.extend(_assemble.constant_parts(blob, raw, const, cd_start, cd_size))
+    parts.extend(_assemble.constant_parts(blob, raw, const, cd_start, cd_size, owner))
+    base, count = int(const.base[owner]), int(const.count[owner])
     header.update({"identifier": ident.decode(), "version": raw.version or "",
-                   "num_externs": raw.num_externs, "xvalues": len(raw.cols["vpos"]),
-                   "xnodes": len(raw.cols["npos"]), "constant_entries": n_entries})
+                   "num_externs": raw.num_externs, "xvalues": len(tensors["value"]),
+                   "xnodes": len(nodes["node"]), "constant_entries": count})
     layout = (f"XH00 header + {ident.decode()} flatbuffer + constant data" if header.get("magic")
               else f"{ident.decode()} flatbuffer (no header)")
-    keys = tuple(dict.fromkeys(k for k in const.key.tolist() if k))
+    keys = tuple(dict.fromkeys(filter(None, const.key[base:base + count].tolist())))
     return blob.info(BACKEND, layout, header=header, subsegments=blob.cover(parts),
                      tensors=tensors, nodes=nodes, named_keys=keys)
+
+
+def parse_many(blobs: list[Blob]) -> list[BlobInfo]:
+    """Several ``XH00``/``XN01`` blobs of one buffer read in one vectorised pass.
+
+    The records are the ones :func:`parse` gives for each blob; the pass raises
+    :class:`~workbench._vecfb.SlowPath` (or an ArtifactError) whenever it cannot vouch for
+    every blob, and the caller then parses them one by one (for exact errors and findings).
+    """
+    first = blobs[0]
+    if not FAST or any(b.buf is not first.buf or b.shift != first.shift for b in blobs):
+        raise SlowPath("blobs of different buffers")
+    heads = []
+    for b in blobs:
+        if bytes(b.buf[b.start + 4:b.start + 8]) != S.HEADER_MAGIC:
+            raise SlowPath("no XH00 header")
+        header: dict[str, int | str] = {}
+        parts: list[tuple[int, int, str, str]] = []
+        fb_start, fb_size, cd_start, cd_size, ident = _graph_range(b, header, parts)
+        if ident != b"XN01":
+            raise SlowPath("XN00 graph")
+        root = FlatBuffer(b, fb_start, fb_start + fb_size, identifier=ident,
+                          name="XNNGraph").root("XNNGraph")
+        heads.append((header, parts, fb_start, fb_size, cd_start, cd_size, ident, root))
+    lo = np.array([h[2] for h in heads], np.int64)
+    hi = lo + np.array([h[3] for h in heads], np.int64)
+    span = Blob(first.buf, first.path, int(lo.min()), int(hi.max()), first.shift,
+                first.backend_id, first.method, first.index, first.named)
+    vec = VecReader(FlatBuffer(span, span.start, span.end, name="XNNGraph"))
+    raw = _graph.read_many(vec, [h[7] for h in heads], False, _graph.Home(vec, lo, hi))
+    ctx = _assemble.Ctx(blobs, [h[4] for h in heads], [h[5] for h in heads])
+    const = _assemble.constants(ctx, raw)
+    tensors = _assemble.values(ctx, raw, const)
+    nodes = _assemble.nodes(ctx, raw)
+    v_base, v_count = _assemble._bases(raw.cols["vown"], len(blobs))
+    n_base, n_count = _assemble._bases(raw.cols["nown"], len(blobs))
+    out = []
+    for k, (b, h) in enumerate(zip(blobs, heads)):
+        header, parts, fb_start, fb_size, cd_start, cd_size, ident, root = h
+        one = _graph.RawGraph()
+        _graph._graph_scalars(one, root)
+        raw.version, raw.num_externs = one.version, one.num_externs
+        vs = slice(int(v_base[k]), int(v_base[k] + v_count[k]))
+        ns = slice(int(n_base[k]), int(n_base[k] + n_count[k]))
+        out.append(_info(b, header, parts, raw, const, fb_start, fb_size, cd_start, cd_size,
+                         ident, {c: _part(v, vs) for c, v in tensors.items()},
+                         {c: _part(v, ns) for c, v in nodes.items()}, k))
+    return out
 
 
 def _header(blob: Blob, header: dict, parts: list) -> tuple[int, int, int, int]:

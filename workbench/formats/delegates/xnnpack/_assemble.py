@@ -1,20 +1,23 @@
 """What the raw ``XNNGraph`` columns mean: storage, scales, checks (private).
 
-Shared by the fast and the scalar reader, vectorised over all values; every check names the
-table of the first offending value.
+Shared by the fast and the scalar reader, vectorised over all values. A :class:`Ctx` holds
+the blobs being assembled: one blob (``exact``: every check raises the error naming the
+table of the first offending row, observations become findings) or several blobs read in
+one pass (anything unusual raises :class:`~workbench._vecfb.SlowPath`, and the blobs are
+then read one by one, for exact errors and findings).
 """
 
 from __future__ import annotations
 
-from itertools import chain
 from typing import Any
 
 import numpy as np
 
 from ...._cols import filled, objects
-from ....errors import CorruptError, OutOfBoundsError
+from ...._vecfb import SlowPath
+from ....errors import ArtifactError, CorruptError, OutOfBoundsError
 from .._base import Blob
-from .._columns import MISSING
+from .._columns import MISSING, Coded
 from . import schema as S
 from ._graph import RawGraph
 
@@ -22,53 +25,88 @@ from ._graph import RawGraph
 STORAGES = ("runtime", "blob", "inline", "named_data", "external")
 RUNTIME, BLOB, INLINE, NAMED, EXTERNAL = range(len(STORAGES))
 ROLES = ("constant", "input", "output", "internal")
-_NAMES = objects([d.name for d in S.DATATYPES])
-_DTYPES = objects([d.dtype for d in S.DATATYPES])
+_NAMES = tuple(d.name for d in S.DATATYPES)
+_DTYPES = tuple(d.dtype for d in S.DATATYPES)
 _BITS = np.array([d.bits for d in S.DATATYPES], np.int64)
-_QUANTS = objects(list(S.QUANT_TYPES))
-_STORAGE_NAMES = objects(list(STORAGES))
-_ROLE_NAMES = objects(list(ROLES))
-_OPS = objects([t.name for t in S.NODE_TYPES])
+_SCALE_DTYPES = ("float32", "bfloat16")
+_OPS = tuple(t.name for t in S.NODE_TYPES)
 _MAX_SIZE = 1 << 62
 
 
-class Constants:
-    """The graph's constant table resolved: per entry its storage code, file, absolute
-    offset (or MISSING), size, key and whether a named key was not found (int8 -1/0/1)."""
+class Ctx:
+    """The blobs being assembled, with per-blob arrays (indexed by a row's owner)."""
 
-    def __init__(self, n: int) -> None:
+    def __init__(self, blobs: list[Blob], cd_start: list[int], cd_size: list[int]) -> None:
+        self.blobs = blobs
+        self.exact = len(blobs) == 1
+        self.path = blobs[0].path
+        self.named = blobs[0].named
+        self.shift = np.array([b.shift for b in blobs], np.int64)
+        self.cd_start = np.array(cd_start, np.int64)
+        self.cd_size = np.array(cd_size, np.uint64)
+
+    def fail(self, error: ArtifactError) -> None:
+        """Raise ``error`` (one blob) or SlowPath (several)."""
+        if not self.exact:
+            raise SlowPath(str(error))
+        raise error
+
+    def note(self, owner: int, severity: str, what: str, pos: int | None, message: str) -> None:
+        """A finding for blob ``owner`` (one blob) or SlowPath (several)."""
+        if not self.exact:
+            raise SlowPath(message)
+        self.blobs[owner].note(severity, what, pos, message)
+
+
+class Constants:
+    """The graphs' constant tables resolved (rows of all blobs, in order): per entry its
+    storage code, file, absolute offset (or MISSING), size, key and whether a named key was
+    not found (int8 -1/0/1); ``base``/``count``: each blob's first row and number of rows."""
+
+    def __init__(self, n: int, base: np.ndarray, count: np.ndarray) -> None:
         self.storage = np.zeros(n, np.int64)
         self.file = filled(n, None)
         self.offset = np.full(n, MISSING, np.int64)
         self.size = np.zeros(n, np.int64)
         self.key = filled(n, None)
         self.missing = np.full(n, -1, np.int8)
+        self.base = base
+        self.count = count
 
 
-def constants(blob: Blob, raw: RawGraph, cd_start: int, cd_size: int) -> Constants:
+def _bases(owner: np.ndarray, nblobs: int) -> tuple[np.ndarray, np.ndarray]:
+    count = np.bincount(owner, minlength=nblobs).astype(np.int64)
+    return np.cumsum(count) - count, count
+
+
+def constants(ctx: Ctx, raw: RawGraph) -> Constants:
     """Check and resolve ``constant_data`` (or, for XN00, ``constant_buffer``) entries."""
     c = raw.cols
+    nblobs = len(ctx.blobs)
     if len(c["c_off"]):
-        return _constant_data(blob, c, cd_start, cd_size)
+        if len(c["b_start"]) and not ctx.exact:
+            raise SlowPath("constant_buffer next to constant_data")
+        return _constant_data(ctx, c, *_bases(c["cown"], nblobs))
     nb = len(c["b_start"])
-    out = Constants(nb)
+    out = Constants(nb, *_bases(c["bown"], nblobs))
     out.storage[:] = INLINE
-    out.file[:] = blob.path
-    out.offset = np.where(c["b_count"] > 0, c["b_start"] + blob.shift, MISSING)
+    out.file[:] = ctx.path
+    out.offset = np.where(c["b_count"] > 0, c["b_start"] + ctx.shift[c["bown"]], MISSING)
     out.size = c["b_count"].astype(np.int64)
     out.missing[:] = 0
     return out
 
 
-def _constant_data(blob: Blob, c: dict[str, Any], cd_start: int, cd_size: int) -> Constants:
+def _constant_data(ctx: Ctx, c: dict[str, Any], base: np.ndarray, count: np.ndarray
+                   ) -> Constants:
     off = c["c_off"]
     size = c["c_size"]
     keys = c["c_key"]
+    own = c["cown"]
     n = len(off)
     key_list = keys.tolist()
-    # 1: a non-empty key, 0: an empty key field, -1: no key field
-    key_state = np.array([-1 if k is None else 1 if k else 0 for k in key_list], np.int8)
-    has_key = key_state == 1
+    klen = c["c_klen"]  # -1: no key field, 0: an empty key
+    has_key = klen > 0
     named = off == np.uint64(S.NAMED_OFFSET)
     huge = size >= np.uint64(_MAX_SIZE)
     bad = np.flatnonzero(huge | (has_key & ~named) | (~has_key & named & (size > 0)))
@@ -76,66 +114,69 @@ def _constant_data(blob: Blob, c: dict[str, Any], cd_start: int, cd_size: int) -
         k = int(bad[0])
         what = f"XNNGraph.constant_data[{k}]"
         if huge[k]:
-            raise CorruptError(f"size {int(size[k])} is larger than any blob", file=blob.path,
-                               structure=what, offset=int(c["c_pos"][k]))
+            ctx.fail(CorruptError(f"size {int(size[k])} is larger than any blob", file=ctx.path,
+                                  structure=what, offset=int(c["c_pos"][k])))
         if has_key[k]:
-            raise CorruptError(f"named_key {keys[k]!r} is set but offset is {int(off[k])}, not "
-                               "2**64-1 (they are mutually exclusive)", file=blob.path,
-                               structure=what, offset=int(c["c_pos"][k]))
-        raise CorruptError("offset is 2**64-1 (named data) but named_key is empty",
-                           file=blob.path, structure=what, offset=int(c["c_pos"][k]))
+            ctx.fail(CorruptError(f"named_key {keys[k]!r} is set but offset is {int(off[k])}, "
+                                  "not 2**64-1 (they are mutually exclusive)", file=ctx.path,
+                                  structure=what, offset=int(c["c_pos"][k])))
+        ctx.fail(CorruptError("offset is 2**64-1 (named data) but named_key is empty",
+                              file=ctx.path, structure=what, offset=int(c["c_pos"][k])))
     inblob = ~named
-    empty = np.flatnonzero(inblob & (key_state == 0))
+    local = np.arange(n, dtype=np.int64) - base[own]  # entry 0 is the reserved placeholder
+    empty = np.flatnonzero(inblob & (klen == 0) & (local > 0))
     if len(empty):
         k = int(empty[0])
-        blob.note("warning", f"XNNGraph.constant_data[{k}]", int(c["c_pos"][k]),
-                  f"{len(empty)} entries have an empty named_key field next to an offset: "
-                  "ExecuTorch's runtime takes any present named_key as a named-data lookup "
-                  "(of the key \"\") and fails to load them")
+        ctx.note(int(own[k]), "warning", f"XNNGraph.constant_data[{k}]", int(c["c_pos"][k]),
+                 f"{len(empty)} entries have an empty named_key field next to an offset: "
+                 "ExecuTorch's runtime takes any present named_key as a named-data lookup "
+                 "(of the key \"\") and fails to load them")
     off_i = np.where(inblob, off, 0).astype(np.uint64)
     end = off_i + np.where(inblob, size, 0).astype(np.uint64)
-    over = np.flatnonzero(inblob & ((off_i >= np.uint64(_MAX_SIZE)) | (end > np.uint64(cd_size))))
+    cd_size = ctx.cd_size[own]
+    over = np.flatnonzero(inblob & ((off_i >= np.uint64(_MAX_SIZE)) | (end > cd_size)))
     if len(over):
         k = int(over[0])
-        raise OutOfBoundsError(f"[0x{int(off[k]):x}, +0x{int(size[k]):x}) runs past the "
-                               f"constant data (size 0x{cd_size:x})", file=blob.path,
-                               structure=f"XNNGraph.constant_data[{k}]",
-                               offset=int(c["c_pos"][k]))
-    out = Constants(n)
+        ctx.fail(OutOfBoundsError(f"[0x{int(off[k]):x}, +0x{int(size[k]):x}) runs past the "
+                                  f"constant data (size 0x{int(cd_size[k]):x})", file=ctx.path,
+                                  structure=f"XNNGraph.constant_data[{k}]",
+                                  offset=int(c["c_pos"][k])))
+    out = Constants(n, base, count)
     out.size = size.astype(np.int64)
     out.storage[:] = BLOB
-    out.file[inblob] = blob.path
-    out.offset[inblob] = off_i[inblob].astype(np.int64) + cd_start + blob.shift
+    out.file[inblob] = ctx.path
+    out.offset[inblob] = (off_i[inblob].astype(np.int64) + ctx.cd_start[own[inblob]]
+                          + ctx.shift[own[inblob]])
     out.missing[inblob] = 0
     out.key = np.where(has_key, keys, None)
     rows = np.flatnonzero(named)
     out.storage[rows] = NAMED
-    if blob.named is not None and len(rows):
-        get = blob.named.get
-        hits = [get(key_list[k]) for k in rows.tolist()]
-        found = np.array([h is not None for h in hits], bool)
+    if ctx.named is not None and len(rows):
+        hits = list(map(ctx.named.get, keys[rows].tolist()))
+        found = np.fromiter(map(bool, hits), bool, len(hits))  # (file, offset, size) or None
         out.missing[rows] = np.where(found, 0, 1)
         fr = rows[found]
         if len(fr):
-            hit = [h for h in hits if h is not None]
-            files = objects([str(h[0]) for h in hit])
+            f, o, z = zip(*filter(None, hits))
+            files = objects(list(map(str, f)))
             out.file[fr] = files
-            out.offset[fr] = np.array([int(h[1]) for h in hit], np.int64)
-            out.storage[fr] = np.where(files == blob.path, NAMED, EXTERNAL)
-            have = np.array([int(h[2]) for h in hit], np.int64)
+            out.offset[fr] = np.array(o, np.int64)
+            out.storage[fr] = np.where(files == ctx.path, NAMED, EXTERNAL)
+            have = np.array(z, np.int64)
             short = np.flatnonzero(have < out.size[fr])
             if len(short):
                 k = int(fr[short[0]])
-                blob.note("error", f"XNNGraph.constant_data[{k}]", int(c["c_pos"][k]),
-                          f"{len(short)} named-data entries are shorter than the graph says, "
-                          f"e.g. {key_list[k]!r}: {int(have[short[0]])} bytes, the graph "
-                          f"expects {int(size[k])}")
+                ctx.note(int(own[k]), "error", f"XNNGraph.constant_data[{k}]",
+                         int(c["c_pos"][k]),
+                         f"{len(short)} named-data entries are shorter than the graph says, "
+                         f"e.g. {key_list[k]!r}: {int(have[short[0]])} bytes, the graph "
+                         f"expects {int(size[k])}")
     unresolved = np.flatnonzero(out.missing == 1)
     if len(unresolved):
         k = int(unresolved[0])
-        blob.note("warning", f"XNNGraph.constant_data[{k}]", int(c["c_pos"][k]),
-                  f"{len(unresolved)} named key(s) not found in the program's named data or "
-                  f"the attached data files, e.g. {keys[k]!r}")
+        ctx.note(int(own[k]), "warning", f"XNNGraph.constant_data[{k}]", int(c["c_pos"][k]),
+                 f"{len(unresolved)} named key(s) not found in the program's named data or "
+                 f"the attached data files, e.g. {keys[k]!r}")
     return out
 
 
@@ -150,150 +191,184 @@ def _nbytes(bits: np.ndarray, numel: np.ndarray, last: np.ndarray) -> np.ndarray
     return nb
 
 
-def values(blob: Blob, raw: RawGraph, const: Constants, n_entries: int) -> dict[str, Any]:
-    """The ``delegate_tensors`` columns of one graph (see ``delegates._columns``)."""
+def values(ctx: Ctx, raw: RawGraph, const: Constants) -> dict[str, Any]:
+    """The ``delegate_tensors`` columns of the graphs (see ``delegates._columns``)."""
     c = raw.cols
-    n = len(c["vpos"])
+    own = c["vown"]
+    n = len(own)
     dt = c["datatype"]
     bad = np.flatnonzero((dt < 0) | (dt >= len(S.DATATYPES)))
     if len(bad):
         k = int(bad[0])
-        raise CorruptError(f"datatype {int(dt[k])} is unknown (known: 0..{len(S.DATATYPES) - 1})",
-                           file=blob.path, structure=f"XNNGraph.xvalues[{k}].datatype",
-                           offset=int(c["tpos"][k]))
+        ctx.fail(CorruptError(f"datatype {int(dt[k])} is unknown (known: 0.."
+                              f"{len(S.DATATYPES) - 1})", file=ctx.path,
+                              structure=f"XNNGraph.xvalues[{k}].datatype",
+                              offset=int(c["tpos"][k])))
     cbi = c["cbi"]
-    bad = np.flatnonzero(cbi >= n_entries)
+    entries = const.count[own]
+    bad = np.flatnonzero(cbi >= entries)
     if len(bad):
         k = int(bad[0])
-        raise OutOfBoundsError(f"constant_buffer_idx {int(cbi[k])} is out of range "
-                               f"({n_entries} constant entries)", file=blob.path,
-                               structure=f"XNNGraph.xvalues[{k}].constant_buffer_idx",
-                               offset=int(c["tpos"][k]))
+        ctx.fail(OutOfBoundsError(f"constant_buffer_idx {int(cbi[k])} is out of range "
+                                  f"({int(entries[k])} constant entries)", file=ctx.path,
+                                  structure=f"XNNGraph.xvalues[{k}].constant_buffer_idx",
+                                  offset=int(c["tpos"][k])))
     bits = _BITS[dt]
     numel = c["numel"]
     nbytes = _nbytes(bits, numel, c["last"])
     is_const = cbi > 0
-    ci = np.where(is_const, cbi, 0)
-    storage = np.where(is_const, const.storage[ci] if n_entries else 0, RUNTIME)
-    file = np.where(is_const, const.file[ci], None) if n_entries else filled(n, None)
-    offset = np.where(is_const, const.offset[ci], MISSING) if n_entries else np.full(n, MISSING)
-    data_size = np.where(is_const, const.size[ci], MISSING) if n_entries else np.full(n, MISSING)
-    key = np.where(is_const, const.key[ci], None) if n_entries else filled(n, None)
-    missing = np.where(is_const, const.missing[ci], -1).astype(np.int8) if n_entries else \
-        np.full(n, -1, np.int8)
+    ci = np.where(is_const, const.base[own] + cbi, 0)
+    has_table = len(const.storage) > 0
+    storage = np.where(is_const, const.storage[ci], RUNTIME) if has_table else \
+        np.full(n, RUNTIME)
+    file = np.where(is_const, const.file[ci], None) if has_table else filled(n, None)
+    offset = np.where(is_const, const.offset[ci], MISSING) if has_table else \
+        np.full(n, MISSING)
+    data_size = np.where(is_const, const.size[ci], MISSING) if has_table else \
+        np.full(n, MISSING)
+    key = np.where(is_const, const.key[ci], None) if has_table else filled(n, None)
+    missing = (np.where(is_const, const.missing[ci], -1) if has_table else
+               np.full(n, -1)).astype(np.int8)
     short = np.flatnonzero(is_const & (data_size < nbytes))
     if len(short):
         k = int(short[0])
-        blob.note("error", f"XNNGraph.xvalues[{k}]", int(c["tpos"][k]),
-                  f"{len(short)} constant(s) hold fewer bytes than their shape needs, e.g. value "
-                  f"{int(c['id_out'][k])}: {int(data_size[k])} < {int(nbytes[k])}")
+        ctx.note(int(own[k]), "error", f"XNNGraph.xvalues[{k}]", int(c["tpos"][k]),
+                 f"{len(short)} constant(s) hold fewer bytes than their shape needs, e.g. "
+                 f"value {int(c['id_out'][k])}: {int(data_size[k])} < {int(nbytes[k])}")
     flags = c["flags"]
     role = np.where(flags & S.FLAG_EXTERNAL_INPUT, 1,
                     np.where(flags & S.FLAG_EXTERNAL_OUTPUT, 2, np.where(is_const, 0, 3)))
-    prefix = f"{blob.method}/delegate{blob.index}/"
+    prefixes = [f"{b.method}/delegate{b.index}/" for b in ctx.blobs]
     ids = c["id_out"]
+    if ctx.exact:
+        names = list(map(prefixes[0].__add__, map(str, ids.tolist())))
+    else:
+        names = list(map(str.__add__, map(prefixes.__getitem__, own.tolist()),
+                         map(str, ids.tolist())))
     cols: dict[str, Any] = {
-        "name": objects([prefix + str(i) for i in ids.tolist()]),
-        "value": ids, "dtype": _DTYPES[dt], "backend_dtype": _NAMES[dt],
+        "name": objects(names),
+        "value": ids, "dtype": Coded(dt, _DTYPES), "backend_dtype": Coded(dt, _NAMES),
         "shape": c["shape"], "numel": numel, "nbytes": nbytes,
-        "role": _ROLE_NAMES[role], "quant": _QUANTS[c["qtype"]],
+        "role": Coded(role, ROLES), "quant": Coded(c["qtype"], S.QUANT_TYPES),
         "group_size": np.where(c["qtype"] == S.PER_CHANNEL_GROUP, c["group_size"], MISSING),
         "channel_dim": np.where(c["channel_dim"] >= 0, c["channel_dim"], MISSING),
         "scale": c["pt_scale"],
         "zero_point": np.where(c["qtype"] == S.PER_TENSOR, c["pt_zero"], MISSING),
-        "storage": _STORAGE_NAMES[storage], "named_key": key, "file": file,
+        "storage": Coded(storage, STORAGES), "named_key": key, "file": file,
         "offset": offset, "data_size": data_size,
         "constant_index": np.where(is_const, cbi, MISSING),
         "external_id": np.where(c["external_id"] == S.INVALID_ID, MISSING, c["external_id"]),
         "flags": flags, "missing": missing,
     }
-    cols.update(_scales(blob, raw, const, n_entries))
+    cols.update(_scales(ctx, raw, const))
     return cols
 
 
-def _scales(blob: Blob, raw: RawGraph, const: Constants, n_entries: int) -> dict[str, Any]:
+def _scales(ctx: Ctx, raw: RawGraph, const: Constants) -> dict[str, Any]:
     c = raw.cols
-    n = len(c["vpos"])
+    own = c["vown"]
+    n = len(own)
     qt = c["qtype"]
     chan = (qt == S.PER_CHANNEL) | (qt == S.PER_CHANNEL_GROUP)
     inline = chan & (c["s_count"] > 0)
     buffered = chan & ~inline & (c["sbi"] > 0)
     sbi = c["sbi"]
-    bad = np.flatnonzero(buffered & (sbi >= n_entries))
+    entries = const.count[own]
+    bad = np.flatnonzero(buffered & (sbi >= entries))
     if len(bad):
         k = int(bad[0])
-        raise OutOfBoundsError(f"scale_buffer_idx {int(sbi[k])} is out of range "
-                               f"({n_entries} constant entries)", file=blob.path,
-                               structure=f"XNNGraph.xvalues[{k}].quant_params.scale_buffer_idx",
-                               offset=int(c["qpos"][k]))
+        ctx.fail(OutOfBoundsError(f"scale_buffer_idx {int(sbi[k])} is out of range "
+                                  f"({int(entries[k])} constant entries)", file=ctx.path,
+                                  structure=f"XNNGraph.xvalues[{k}].quant_params."
+                                  "scale_buffer_idx", offset=int(c["qpos"][k])))
     none = np.flatnonzero(chan & ~inline & ~buffered)
     if len(none):
         k = int(none[0])
-        blob.note("warning", f"XNNGraph.xvalues[{k}].quant_params", int(c["qpos"][k]),
-                  f"{len(none)} per-channel quantized value(s) have neither inline scales nor "
-                  "a scale buffer")
-    si = np.where(buffered, sbi, 0)
+        ctx.note(int(own[k]), "warning", f"XNNGraph.xvalues[{k}].quant_params",
+                 int(c["qpos"][k]), f"{len(none)} per-channel quantized value(s) have neither "
+                 "inline scales nor a scale buffer")
+    si = np.where(buffered, const.base[own] + sbi, 0)
     group = qt == S.PER_CHANNEL_GROUP
     # XNNPACK keeps groupwise scales as bfloat16 in their buffer, per-channel ones as float32
     scale_bits = np.where(inline, c["s_bits"], np.where(group, 16, 32))
-    s_dtype = np.where(chan, np.where(scale_bits == 16, "bfloat16", "float32"), None)
-    s_storage = np.where(inline, "inline", None).astype(object)
-    s_file = np.where(inline, blob.path, None).astype(object)
-    s_off = np.where(inline, c["s_start"] + blob.shift, MISSING)
+    s_dtype = np.where(chan, np.where(scale_bits == 16, 1, 0), -1)
+    s_storage = np.where(inline, INLINE, -1)
+    s_file = np.where(inline, ctx.path, None).astype(object)
+    s_off = np.where(inline, c["s_start"] + ctx.shift[own], MISSING)
     s_nb = np.where(inline, c["s_count"] * scale_bits // 8, MISSING)
     s_key = filled(n, None)
-    if buffered.any() and n_entries:
-        s_storage = np.where(buffered, _STORAGE_NAMES[const.storage[si]], s_storage)
+    if buffered.any() and len(const.storage):
+        s_storage = np.where(buffered, const.storage[si], s_storage)
         s_file = np.where(buffered, const.file[si], s_file)
         s_off = np.where(buffered, const.offset[si], s_off)
         s_nb = np.where(buffered, const.size[si], s_nb)
         s_key = np.where(buffered, const.key[si], s_key)
     num = np.where(chan, np.where((c["num_scales"] <= 0) & inline, c["s_count"],
                                   c["num_scales"]), MISSING)
-    return {"num_scales": num, "scale_dtype": objects(s_dtype), "scale_storage": s_storage,
+    return {"num_scales": num, "scale_dtype": Coded(s_dtype, _SCALE_DTYPES),
+            "scale_storage": Coded(s_storage, STORAGES),
             "scale_key": objects(s_key), "scale_file": objects(s_file), "scale_offset": s_off,
             "scale_nbytes": s_nb}
 
 
-def nodes(blob: Blob, raw: RawGraph) -> dict[str, Any]:
-    """The ``delegate_nodes`` columns of one graph."""
+def nodes(ctx: Ctx, raw: RawGraph) -> dict[str, Any]:
+    """The ``delegate_nodes`` columns of the graphs."""
     c = raw.cols
     n = len(c["npos"])
-    known = np.unique(c["id_out"])
     ins = c["inputs"]
     outs = c["outputs"]
     if n:
-        ids = np.fromiter(chain(chain.from_iterable(ins.tolist()),
-                                chain.from_iterable(outs.tolist())), np.int64)
-        unknown = np.setdiff1d(ids, known)
+        nown = c["nown"]
+        ids = c["node_ids"]
+        owner = c["node_id_own"]
+        vown, vid = c["vown"], c["id_out"]
+        top = int(vid.max()) + 1 if len(vid) else 1
+        if len(ids) and int(ids.max()) < top <= 4 * len(vid) + 1024:
+            # dense ids (the usual 0..n-1): a lookup table per blob instead of a sort
+            lut = np.zeros((len(ctx.blobs), top), bool)
+            lut[vown, vid] = True
+            unknown = np.flatnonzero(~lut[owner, ids])
+        else:  # (owner, id) pairs as one key: ids are u32
+            known = np.unique((vown << 33) + vid)
+            unknown = np.flatnonzero(~np.isin((owner << 33) + ids, known))
         if len(unknown):
-            blob.note("warning", "XNNGraph.xnodes", int(c["npos"][0]),
-                      f"nodes refer to {len(unknown)} value id(s) that no xvalue defines, e.g. "
-                      f"{int(unknown[0])}")
-    return {"node": np.arange(n, dtype=np.int64), "op": _OPS[c["ntype"]], "inputs": ins,
+            k = int(unknown[0])
+            ctx.note(int(owner[k]), "warning", "XNNGraph.xnodes",
+                     int(c["npos"][np.flatnonzero(nown == owner[k])[0]]),
+                     f"nodes refer to {len(np.unique(ids[unknown]))} value id(s) that no "
+                     f"xvalue defines, e.g. {int(ids[k])}")
+    pos = np.arange(n, dtype=np.int64)
+    if n and not ctx.exact:
+        base, _ = _bases(c["nown"], len(ctx.blobs))
+        pos = pos - base[c["nown"]]
+    return {"node": pos, "op": Coded(c["ntype"], _OPS), "inputs": ins,
             "outputs": outs, "flags": c["nflags"], "debug_handle": c["debug"],
             "output_min": c["out_min"], "output_max": c["out_max"]}
 
 
 def constant_parts(blob: Blob, raw: RawGraph, const: Constants, cd_start: int,
-                   cd_size: int) -> list[tuple[int, int, str, str]]:
-    """Sub-segment parts (window coordinates) of the constant data: one per distinct
-    in-blob constant range, named after its entry and the values that use it."""
+                   cd_size: int, owner: int = 0) -> list[tuple[int, int, str, str]]:
+    """Sub-segment parts (window coordinates) of blob ``owner``'s constant data: one per
+    distinct in-blob constant range, named after its entry and the values that use it."""
     c = raw.cols
     if not cd_size:
         return []
+    mine = c["vown"] == owner
+    base = int(const.base[owner]) if len(const.base) else 0
     users: dict[int, list[int]] = {}
-    for v, k in zip(c["id_out"].tolist(), c["cbi"].tolist()):
+    for v, k in zip(c["id_out"][mine].tolist(), c["cbi"][mine].tolist()):
         if k > 0:
             users.setdefault(k, []).append(v)
-    for k in (c["sbi"][(c["sbi"] > 0) & (c["s_count"] == 0)]).tolist():
+    sbi = c["sbi"][mine]
+    for k in (sbi[(sbi > 0) & (c["s_count"][mine] == 0)]).tolist():
         users.setdefault(k, [])
     ranges: dict[tuple[int, int], list[int]] = {}
     if len(c["c_off"]):
         for k in sorted(users):
-            if k < len(const.storage) and const.storage[k] == BLOB and const.size[k] > 0:
-                pos = int(const.offset[k]) - blob.shift
-                ranges.setdefault((pos, int(const.size[k])), []).append(k)
+            g = base + k
+            if k < const.count[owner] and const.storage[g] == BLOB and const.size[g] > 0:
+                pos = int(const.offset[g]) - blob.shift
+                ranges.setdefault((pos, int(const.size[g])), []).append(k)
     parts = []
     at = cd_start
     for (pos, size), ks in sorted(ranges.items()):

@@ -140,6 +140,7 @@ def read_slow(fb: FlatBuffer, root: Table, xn00: bool) -> RawGraph:
         r["nonbatch"].append(nb)
         pt_scale.append(scale)
     cols: dict[str, Any] = {c: np.array(v, np.int64) for c, v in rows.items()}
+    cols["vown"] = np.zeros(len(shapes), np.int64)
     cols["shape"] = objects(shapes)
     cols["pt_scale"] = np.array(pt_scale, np.float64)
     # constant data
@@ -153,6 +154,8 @@ def read_slow(fb: FlatBuffer, root: Table, xn00: bool) -> RawGraph:
     cols["c_off"] = np.array(c_off, np.uint64)
     cols["c_size"] = np.array(c_size, np.uint64)
     cols["c_key"] = objects(c_key)
+    cols["c_klen"] = np.array([-1 if k is None else len(k) for k in c_key], np.int64)
+    cols["cown"] = np.zeros(len(c_pos), np.int64)
     b_pos, b_start, b_count = [], [], []
     for b in root.tables(S.XNNGraph.constant_buffer, "constant_buffer"):
         start, count = b.vector(S.Buffer.storage, 1, "storage")
@@ -162,6 +165,7 @@ def read_slow(fb: FlatBuffer, root: Table, xn00: bool) -> RawGraph:
     cols["b_pos"] = np.array(b_pos, np.int64)
     cols["b_start"] = np.array(b_start, np.int64)
     cols["b_count"] = np.array(b_count, np.int64)
+    cols["bown"] = np.zeros(len(b_pos), np.int64)
     # nodes
     n_types = len(S.NODE_TYPES)
     npos, ntype, debug, omin, omax, nflags, ins, outs = [], [], [], [], [], [], [], []
@@ -182,7 +186,10 @@ def read_slow(fb: FlatBuffer, root: Table, xn00: bool) -> RawGraph:
     cols.update(npos=np.array(npos, np.int64), ntype=np.array(ntype, np.int64),
                 debug=np.array(debug, np.int64), out_min=np.array(omin, np.float64),
                 out_max=np.array(omax, np.float64), nflags=np.array(nflags, np.int64),
-                inputs=objects(ins), outputs=objects(outs))
+                inputs=objects(ins), outputs=objects(outs), nown=np.zeros(len(npos), np.int64))
+    ids = [i for t in ins for i in t] + [i for t in outs for i in t]
+    cols["node_ids"] = np.array(ids, np.int64)
+    cols["node_id_own"] = np.zeros(len(ids), np.int64)
     raw.cols = cols
     return raw
 
@@ -199,13 +206,116 @@ def _union(tables: Tables, type_slot: int, n_types: int) -> tuple[np.ndarray, np
     return t, ref
 
 
+class Home:
+    """Per-row window checks for graphs of several blobs read in one vectorised pass.
+
+    The pass reads through one :class:`FlatBuffer` spanning all the blobs' graphs, so its
+    own checks only keep reads inside that span; every table, vtable, vector and string a
+    row uses must also lie in the row's own graph ``[lo[b], hi[b])`` (else SlowPath, and the
+    blobs are read one by one, for the exact error).
+    """
+
+    __slots__ = ("fb", "hi", "lo", "vec")
+
+    def __init__(self, vec: VecReader, lo: np.ndarray, hi: np.ndarray) -> None:
+        self.vec = vec
+        self.fb = vec.fb
+        self.lo = lo
+        self.hi = hi
+
+    def _inside(self, start: np.ndarray, end: np.ndarray, owner: np.ndarray) -> None:
+        if len(start) and ((start < self.lo[owner]) | (end > self.hi[owner])).any():
+            raise SlowPath("a reference leaves its own graph")
+
+    def tables(self, T: Tables, owner: np.ndarray) -> None:
+        pos = T.pos
+        if not len(pos):
+            return
+        tsize = T.sizes[0] if T.inv is None else T.sizes[T.inv]
+        self._inside(pos, pos + tsize, owner)
+        vt = pos - self.vec.gather(pos, "<i4")
+        # the vtable of each row, by the Tables' own grouping (no second sort)
+        if T.inv is None:
+            uniq, inv = vt[:1], np.zeros(len(vt), np.int64)
+        else:
+            inv = T.inv
+            uniq = np.empty(len(T.sizes), np.int64)
+            uniq[inv] = vt
+        cache = self.fb._vtables
+        width = np.array([4 + 2 * len(cache[v][1]) if v in cache else 1 << 40
+                          for v in uniq.tolist()], np.int64)
+        self._inside(vt, vt + width[inv], owner)
+
+    def vectors(self, start: np.ndarray, count: np.ndarray, elem: int, owner: np.ndarray) -> None:
+        has = count > 0
+        if has.any():
+            self._inside(start[has] - 4, start[has] + count[has] * elem, owner[has])
+
+    def strings(self, ref: np.ndarray, owner: np.ndarray) -> None:
+        has = ref > 0
+        if has.any():
+            r = ref[has]
+            n = self.vec.gather(r, "<u4").astype(np.int64)
+            self._inside(r, r + 4 + n + 1, owner[has])
+
+
+def _positions(vec: VecReader, starts: list[int], counts: list[int]
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """Table positions of several offset vectors, and the vector (blob) each row came from."""
+    owner = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
+    if not len(owner):
+        return np.zeros(0, np.int64), owner
+    first = np.repeat(np.array(starts, np.int64), counts)
+    within = np.arange(len(owner), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+    at = first + 4 * within
+    return at + vec.gather(at, "<u4"), owner
+
+
+class _Reader:
+    """Builds :class:`Tables` and vector/string reads with the :class:`Home` checks."""
+
+    def __init__(self, vec: VecReader, home: Home | None) -> None:
+        self.vec = vec
+        self.home = home
+
+    def tables(self, pos: np.ndarray, owner: np.ndarray, path: str) -> Tables:
+        T = self.vec.tables(pos, path)
+        if self.home is not None:
+            self.home.tables(T, owner)
+        return T
+
+    def vectors(self, T: Tables, slot: int, elem: int, owner: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray]:
+        start, count = T.vectors(slot, elem)
+        if self.home is not None:
+            self.home.vectors(start, count, elem, owner)
+        return start, count
+
+    def strings(self, ref: np.ndarray, owner: np.ndarray) -> np.ndarray:
+        if self.home is not None:
+            self.home.strings(ref, owner)
+        return self.vec.strings(ref)
+
+
 def read_fast(fb: FlatBuffer, root: Table, xn00: bool) -> RawGraph:
     """The same as :func:`read_slow`, vectorised; raises SlowPath on any doubt."""
+    return read_many(VecReader(fb), [root], xn00, None)
+
+
+def read_many(vec: VecReader, roots: list[Table], xn00: bool, home: Home | None) -> RawGraph:
+    """The graphs of ``roots`` (one blob each) read together; columns are concatenated in
+    root order and ``vown``/``cown``/``bown``/``nown`` say which root each row belongs to."""
     raw = RawGraph()
-    _graph_scalars(raw, root)
-    vec = VecReader(fb)
-    start, n = root.vector(S.XNNGraph.xvalues, 4, "xvalues")
-    V = vec.table_vector(start, n, "XNNGraph.xvalues")
+    _graph_scalars(raw, roots[0])
+    rd = _Reader(vec, home)
+
+    def rows_of(slot: int, name: str) -> tuple[np.ndarray, np.ndarray]:
+        got = [r.vector(slot, 4, name) for r in roots]
+        return _positions(vec, [g[0] for g in got], [g[1] for g in got])
+
+    vpos, vown = rows_of(S.XNNGraph.xvalues, "xvalues")
+    n = len(vpos)
+    V = rd.tables(vpos, vown, "XNNGraph.xvalues")
     vtype, vref = _union(V, S.XValue.xvalue_union_type, len(S.XVALUE_TYPES))
     isq = vtype == S.QUANTIZED_TENSOR_VALUE
     tpos = vref.copy()
@@ -213,7 +323,7 @@ def read_fast(fb: FlatBuffer, root: Table, xn00: bool) -> RawGraph:
     qpos = np.zeros(n, np.int64)
     qrows = np.flatnonzero(isq)
     if len(qrows):
-        Q = vec.tables(vref[qrows], "XNNQuantizedTensorValue")
+        Q = rd.tables(vref[qrows], vown[qrows], "XNNQuantizedTensorValue")
         tv = Q.ref(S.XNNQuantizedTensorValue.tensor_value)
         if (tv == 0).any():
             raise SlowPath("quantized value without tensor")
@@ -224,11 +334,12 @@ def read_fast(fb: FlatBuffer, root: Table, xn00: bool) -> RawGraph:
             raise SlowPath("quant params union")
         qtype[qrows] = qt
         qpos[qrows] = np.where(qt > 0, qr, 0)
-    T = vec.tables(tpos, "XNNTensorValue")
-    cols: dict[str, Any] = {"vpos": V.pos, "tpos": tpos, "qpos": qpos, "vtype": vtype}
+    T = rd.tables(tpos, vown, "XNNTensorValue")
+    cols: dict[str, Any] = {"vpos": vpos, "tpos": tpos, "qpos": qpos, "vtype": vtype,
+                            "vown": vown}
     cols["datatype"] = T.scalar(S.XNNTensorValue.datatype, "<i2").astype(np.int64)
     cols["num_dims"] = T.scalar(S.XNNTensorValue.num_dims, "<u4").astype(np.int64)
-    d_start, d_cnt = T.vectors(S.XNNTensorValue.dims, 4)
+    d_start, d_cnt = rd.vectors(T, S.XNNTensorValue.dims, 4, vown)
     flat = vec.flat(d_start, d_cnt, "<u4").astype(np.int64)
     shapes, shape_ids, uniques = unique_tuples(flat, d_cnt)
     sizes = [math.prod(u) for u in uniques]
@@ -249,25 +360,62 @@ def read_fast(fb: FlatBuffer, root: Table, xn00: bool) -> RawGraph:
     else:
         cols["dq"] = np.full(n, -1, np.int64)
     cols["qtype"] = qtype
-    _quant_fast(vec, cols, qtype, qpos, n)
+    _quant_fast(rd, cols, qtype, qpos, vown, n)
     # constant data
-    start, nc = root.vector(S.XNNGraph.constant_data, 4, "constant_data")
-    C = vec.table_vector(start, nc, "XNNGraph.constant_data")
+    cpos, cown = rows_of(S.XNNGraph.constant_data, "constant_data")
+    C = rd.tables(cpos, cown, "XNNGraph.constant_data")
     cols["c_pos"] = C.pos
+    cols["cown"] = cown
     cols["c_off"] = C.scalar(S.ConstantDataOffset.offset, "<u8")
     cols["c_size"] = C.scalar(S.ConstantDataOffset.size, "<u8")
-    cols["c_key"] = vec.strings(C.ref(S.ConstantDataOffset.named_key))
-    start, nbuf = root.vector(S.XNNGraph.constant_buffer, 4, "constant_buffer")
-    B = vec.table_vector(start, nbuf, "XNNGraph.constant_buffer")
-    b_start, b_count = B.vectors(S.Buffer.storage, 1)
-    cols.update(b_pos=B.pos, b_start=b_start, b_count=b_count)
-    _nodes_fast(vec, root, cols)
+    kref = C.ref(S.ConstantDataOffset.named_key)
+    klen = np.full(len(kref), -1, np.int64)
+    has = kref > 0
+    if has.any():
+        klen[has] = vec.gather(kref[has], "<u4")
+    cols["c_key"] = _keys(rd, kref, klen, cown)
+    cols["c_klen"] = klen
+    bpos, bown = rows_of(S.XNNGraph.constant_buffer, "constant_buffer")
+    B = rd.tables(bpos, bown, "XNNGraph.constant_buffer")
+    b_start, b_count = rd.vectors(B, S.Buffer.storage, 1, bown)
+    cols.update(b_pos=B.pos, b_start=b_start, b_count=b_count, bown=bown)
+    npos, nown = rows_of(S.XNNGraph.xnodes, "xnodes")
+    _nodes_fast(rd, npos, nown, cols)
     raw.cols = cols
     return raw
 
 
-def _quant_fast(vec: VecReader, cols: dict[str, Any], qtype: np.ndarray, qpos: np.ndarray,
-                n: int) -> None:
+def _keys(rd: _Reader, ref: np.ndarray, length: np.ndarray, owner: np.ndarray) -> np.ndarray:
+    """The named keys (``None`` where absent). Keys are ASCII of a few lengths (sha256 hex,
+    ``scale_`` + hex): gathered as fixed-width rows per length, decoded in one call each;
+    anything else goes through the generic string reader."""
+    vec = rd.vec
+    present = ref > 0
+    lengths = np.unique(length[present]) if present.any() else length[:0]
+    if len(lengths) > 8 or (len(lengths) and lengths[-1] > 1024):
+        return rd.strings(ref, owner)
+    if rd.home is not None:
+        rd.home.strings(ref, owner)
+    out = np.empty(len(ref), object)
+    for n in lengths.tolist():
+        rows = np.flatnonzero(present & (length == n))
+        start = ref[rows] + 4
+        vec.check(start, n + 1)
+        block = vec.u8[start[:, None] + np.arange(n + 1)]
+        if block[:, n].any() or (block[:, :n] >= 0x80).any() or (block[:, :n] == 0).any():
+            return rd.strings(ref, owner)  # not NUL-terminated, non-ASCII or holding a NUL
+        if n == 0:
+            out[rows] = ""
+        else:  # one decode, then one slice per key
+            text = block[:, :n].tobytes().decode("ascii")
+            total = len(text)
+            out[rows] = list(map(text.__getitem__, map(slice, range(0, total, n),
+                                                      range(n, total + 1, n))))
+    return out
+
+
+def _quant_fast(rd: _Reader, cols: dict[str, Any], qtype: np.ndarray, qpos: np.ndarray,
+                vown: np.ndarray, n: int) -> None:
     neg = np.full(n, -1, np.int64)
     cd, gs, ns, sbi, zp, nb = (neg.copy() for _ in range(6))
     s_start = np.zeros(n, np.int64)
@@ -280,11 +428,11 @@ def _quant_fast(vec: VecReader, cols: dict[str, Any], qtype: np.ndarray, qpos: n
             continue
         group = qt == S.PER_CHANNEL_GROUP
         P = S.PerChannelGroupQuant if group else S.PerChannelQuant
-        Q = vec.tables(qpos[rows], P.__name__)
-        st, ct = Q.vectors(P.scale, 4)
+        Q = rd.tables(qpos[rows], vown[rows], P.__name__)
+        st, ct = rd.vectors(Q, P.scale, 4, vown[rows])
         bits = np.full(len(rows), 32, np.int64)
         if group:
-            st16, ct16 = Q.vectors(S.PerChannelGroupQuant.scale_bf16, 2)
+            st16, ct16 = rd.vectors(Q, S.PerChannelGroupQuant.scale_bf16, 2, vown[rows])
             use16 = (ct == 0) & (ct16 > 0)
             st = np.where(use16, st16, st)
             ct = np.where(use16, ct16, ct)
@@ -298,23 +446,24 @@ def _quant_fast(vec: VecReader, cols: dict[str, Any], qtype: np.ndarray, qpos: n
         ns[rows] = Q.scalar(P.num_scales, "<u4")
     rows = np.flatnonzero(qtype == S.PER_TENSOR)
     if len(rows):
-        Q = vec.tables(qpos[rows], "PerTensorQuant")
+        Q = rd.tables(qpos[rows], vown[rows], "PerTensorQuant")
         with np.errstate(invalid="ignore"):
             pt_scale[rows] = Q.scalar(S.PerTensorQuant.scale, "<f4").astype(np.float64)
         zp[rows] = Q.scalar(S.PerTensorQuant.zero_point, "<i4")
     rows = np.flatnonzero(qtype == S.PER_TOKEN_DYNAMIC)
     if len(rows):
-        Q = vec.tables(qpos[rows], "PerTokenDynamicQuant")
+        Q = rd.tables(qpos[rows], vown[rows], "PerTokenDynamicQuant")
         nb[rows] = Q.scalar(S.PerTokenDynamicQuant.num_nonbatch_dims, "<i4")
     cols.update(channel_dim=cd, group_size=gs, num_scales=ns, sbi=sbi, s_start=s_start,
                 s_count=s_count, s_bits=s_bits, pt_scale=pt_scale, pt_zero=zp, nonbatch=nb)
 
 
-def _nodes_fast(vec: VecReader, root: Table, cols: dict[str, Any]) -> None:
-    start, n = root.vector(S.XNNGraph.xnodes, 4, "xnodes")
-    X = vec.table_vector(start, n, "XNNGraph.xnodes")
+def _nodes_fast(rd: _Reader, npos: np.ndarray, nown: np.ndarray, cols: dict[str, Any]) -> None:
+    n = len(npos)
+    X = rd.tables(npos, nown, "XNNGraph.xnodes")
     ntype, nref = _union(X, S.XNode.xnode_union_type, len(S.NODE_TYPES))
     cols["npos"] = X.pos
+    cols["nown"] = nown
     cols["ntype"] = ntype
     cols["debug"] = X.scalar(S.XNode.debug_handle, "<u4").astype(np.int64)
     mm = X.ref(S.XNode.output_min_max)
@@ -322,7 +471,7 @@ def _nodes_fast(vec: VecReader, root: Table, cols: dict[str, Any]) -> None:
     out_max = np.full(n, np.nan)
     has = np.flatnonzero(mm > 0)
     if len(has):
-        M = vec.tables(mm[has], "OutputMinMax")
+        M = rd.tables(mm[has], nown[has], "OutputMinMax")
         with np.errstate(invalid="ignore"):  # any bit pattern is a float (signalling NaNs too)
             out_min[has] = M.scalar(S.OutputMinMax.output_min, "<f4")
             out_max[has] = M.scalar(S.OutputMinMax.output_max, "<f4")
@@ -331,24 +480,43 @@ def _nodes_fast(vec: VecReader, root: Table, cols: dict[str, Any]) -> None:
     nflags = np.zeros(n, np.int64)
     inputs = np.empty(n, object)
     outputs = np.empty(n, object)
+    ids: list[np.ndarray] = [np.zeros(0, np.int64)]
+    owners: list[np.ndarray] = [np.zeros(0, np.int64)]
     for nt in (np.flatnonzero(np.bincount(ntype)).tolist() if n else ()):
         spec = S.NODE_TYPES[nt]
         rows = np.flatnonzero(ntype == nt)
-        N = vec.tables(nref[rows], spec.name)
+        N = rd.tables(nref[rows], nown[rows], spec.name)
         nflags[rows] = N.scalar(spec.flags, "<u4")
-        inputs[rows] = _id_tuples(N, spec.inputs, len(rows), drop_invalid=True)
-        outputs[rows] = _id_tuples(N, spec.outputs, len(rows), drop_invalid=False)
+        for slots, out, drop in ((spec.inputs, inputs, True), (spec.outputs, outputs, False)):
+            objs, flat, own = _id_tuples(N, slots, nown[rows], drop)
+            out[rows] = objs
+            ids.append(flat)
+            owners.append(own)
     cols["nflags"] = nflags
     cols["inputs"] = inputs if n else objects([])
     cols["outputs"] = outputs if n else objects([])
+    cols["node_ids"] = np.concatenate(ids)
+    cols["node_id_own"] = np.concatenate(owners)
 
 
-def _id_tuples(N: Tables, slots: tuple[int, ...], n: int, drop_invalid: bool) -> np.ndarray:
-    """One tuple of value ids per table, from the u32 fields at ``slots``."""
+def _id_tuples(N: Tables, slots: tuple[int, ...], owner: np.ndarray, drop_invalid: bool
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One tuple of value ids per table, from the u32 fields at ``slots`` (absent optional
+    ids dropped when ``drop_invalid``), and the ids and their owners as flat arrays."""
+    n = len(owner)
     if not slots:
-        return filled(n, ())
+        return filled(n, ()), np.zeros(0, np.int64), np.zeros(0, np.int64)
     mat = np.stack([N.scalar(s, "<u4").astype(np.int64) for s in slots], axis=1)
+    own = np.repeat(owner, len(slots))
     bad = mat == S.INVALID_ID
-    if drop_invalid and bad.any():
-        return objects([tuple(r[~b].tolist()) for r, b in zip(mat, bad)])
-    return objects(list(map(tuple, mat.tolist())))
+    if not drop_invalid or not bad.any():
+        return objects(list(map(tuple, mat.tolist()))), mat.reshape(-1), own
+    # rows grouped by which slots are absent (few patterns): one tolist() per pattern
+    pattern = bad @ (1 << np.arange(len(slots), dtype=np.int64))
+    out = np.empty(n, object)
+    for p in np.unique(pattern).tolist():
+        rows = np.flatnonzero(pattern == p)
+        keep = [k for k in range(len(slots)) if not p >> k & 1]
+        out[rows] = objects(list(map(tuple, mat[np.ix_(rows, keep)].tolist())))
+    good = ~bad.reshape(-1)
+    return out, mat.reshape(-1)[good], own[good]
