@@ -537,6 +537,28 @@ def _lanes(spans: Sequence[tuple[int, int]]) -> list[int]:
     return lane
 
 
+
+def _planned_rows(art: Artifact, frame: str, method: str | None, missing: str) -> Any:
+    """Rows of ``frame`` (memory_plan or lifetimes) for ``method`` (all when ``None``), or
+    ``None`` when there are none; ``KeyError`` for a method the frame does not have."""
+    rows = art.frames[frame] if frame in art.frames else None
+    if rows is not None and method is not None:
+        if method not in set(rows["method"].astype(str)):
+            raise KeyError(f"{art.path}: no method {method!r} {missing}")
+        rows = rows[rows["method"].astype(str) == method]
+    return None if rows is None or rows.empty else rows
+
+
+def _no_planned_tensors(art: Artifact) -> Figure:
+    """A small figure that says the artifact has no memory-planned tensors."""
+    fig = _figure(8, 1.5)
+    ax = fig.add_subplot()
+    ax.set_axis_off()
+    ax.text(0.5, 0.5, f"{_text(os.path.basename(art.path))}: no memory-planned tensors",
+            ha="center", va="center", transform=ax.transAxes)
+    return fig
+
+
 def memory_plan(art: Artifact, method: str | None = None) -> Figure:
     """Each memory-planned arena as a band, tensors placed at their offset with their size.
 
@@ -557,18 +579,9 @@ def memory_plan(art: Artifact, method: str | None = None) -> Figure:
     """
     from matplotlib.patches import Patch, Rectangle
 
-    plan = art.frames["memory_plan"] if "memory_plan" in art.frames else None
-    if plan is not None and method is not None:
-        if method not in set(plan["method"].astype(str)):
-            raise KeyError(f"{art.path}: no method {method!r} in the memory plan")
-        plan = plan[plan["method"].astype(str) == method]
-    if plan is None or plan.empty:
-        fig = _figure(8, 1.5)
-        ax = fig.add_subplot()
-        ax.set_axis_off()
-        ax.text(0.5, 0.5, f"{_text(os.path.basename(art.path))}: no memory-planned tensors",
-                ha="center", va="center", transform=ax.transAxes)
-        return fig
+    plan = _planned_rows(art, "memory_plan", method, "in the memory plan")
+    if plan is None:
+        return _no_planned_tensors(art)
     arenas = list(plan.groupby(["method", "mem_id"], observed=True, sort=True))
     lanes_of = []
     for _key, g in arenas:
@@ -912,18 +925,9 @@ def lifetimes(art: Artifact, method: str | None = None) -> Figure:
 
     if art.format == "bpte":
         art = art.program
-    lt = art.frames["lifetimes"] if "lifetimes" in art.frames else None
-    if lt is not None and method is not None:
-        if method not in set(lt["method"].astype(str)):
-            raise KeyError(f"{art.path}: no method {method!r} with planned tensors")
-        lt = lt[lt["method"].astype(str) == method]
-    if lt is None or lt.empty:
-        fig = _figure(8, 1.5)
-        ax = fig.add_subplot()
-        ax.set_axis_off()
-        ax.text(0.5, 0.5, f"{_text(os.path.basename(art.path))}: no memory-planned tensors",
-                ha="center", va="center", transform=ax.transAxes)
-        return fig
+    lt = _planned_rows(art, "lifetimes", method, "with planned tensors")
+    if lt is None:
+        return _no_planned_tensors(art)
     eff = art.frames["memory_efficiency"]
     arenas = list(lt.groupby(["method", "mem_id"], observed=True, sort=True))
     fig = _figure(10, min(0.8 + 3.2 * len(arenas), 24.0))
