@@ -16,10 +16,11 @@ frames carry absolute offsets within the ``.bpte``, and nothing is copied.
 
 from __future__ import annotations
 
-from ...errors import CorruptError, TruncatedError, UnsupportedVersionError
+from ...errors import CorruptError
 from ...flatbuf import FlatBuffer
 from ...source import Source
 from .. import pte
+from .._ident import expect_identifier
 from .._layout import segments_frame
 from ..parsed import Parsed
 from . import columns
@@ -44,14 +45,7 @@ def detect(head: bytes) -> bool:
 
 def read(src: Source) -> Parsed:
     """Read the ``.bpte`` in ``src``: the embedded program in place, plus its test cases."""
-    if src.size < 8:
-        raise TruncatedError(f"{src.size} bytes is too short for a bundled program (needs 8)",
-                             file=src.path, structure="file header", offset=0)
-    ident = src.bytes(4, 4, "file identifier")
-    if ident != MAGIC:
-        raise UnsupportedVersionError(f"bundled program version {ident!r} is not supported "
-                                      f"(expected {MAGIC!r})", file=src.path,
-                                      structure="file identifier", offset=4)
+    expect_identifier(src, MAGIC, "bundled program")
     fb = FlatBuffer(src, 0, src.size, identifier=MAGIC, name="BundledProgram")
     root = fb.root("BundledProgram")
     version = root.u32(BundledProgram.version)

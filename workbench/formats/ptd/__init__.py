@@ -12,9 +12,9 @@ of ``flat_tensor.fbs``), :mod:`.reader` (entries: fast and scalar path, :class:`
 from __future__ import annotations
 
 from ..._fmt import escape
-from ...errors import TruncatedError, UnsupportedVersionError
 from ...flatbuf import FlatBuffer
 from ...source import Source
+from .._ident import expect_identifier
 from ..parsed import Parsed
 from . import columns
 from .header import HEADER_LENGTH, HEADER_MAGIC, FlatTensorHeader
@@ -45,14 +45,7 @@ def detect(head: bytes) -> bool:
 
 def read(src: Source) -> Parsed:
     """Read the ``.ptd`` in ``src`` (verified, zero-copy) into a :class:`Parsed`."""
-    if src.size < 8:
-        raise TruncatedError(f"{src.size} bytes is too short for a data file (needs 8)",
-                             file=src.path, structure="file header", offset=0)
-    ident = src.bytes(4, 4, "file identifier")
-    if ident != MAGIC:
-        raise UnsupportedVersionError(f"FlatTensor version {ident!r} is not supported "
-                                      f"(expected {MAGIC!r})", file=src.path,
-                                      structure="file identifier", offset=4)
+    expect_identifier(src, MAGIC, "FlatTensor")
     h = FlatTensorHeader.read(src)
     fb_end = h.flatbuffer_offset + h.flatbuffer_size
     fb = FlatBuffer(src, 0, fb_end, identifier=MAGIC, name="FlatTensor")
