@@ -14,22 +14,29 @@ suite without the browser, notebook, widget, profile, plot and house tests and w
 ``slow`` tests), what the copy under ``mutants/`` needs (``also_copy``). This script wraps
 ``mutmut run`` and reports::
 
-    .venv/bin/python bench/mutation.py --modules source.py            # one module, ~minutes
-    .venv/bin/python bench/mutation.py --modules formats/pte.py,validate.py --jobs 2
+    .venv/bin/python bench/mutation.py --modules validate.py          # one module
+    .venv/bin/python bench/mutation.py --modules formats/pte/,source.py --jobs 2
     .venv/bin/python bench/mutation.py --modules formats/ --limit 100  # a sample of 100 mutants
-    .venv/bin/python bench/mutation.py                                # everything (hours)
+    .venv/bin/python bench/mutation.py --deselect-failing             # everything (many hours)
+    .venv/bin/python bench/mutation.py --rev HEAD --modules source.py  # a commit, not the tree
     .venv/bin/python bench/mutation.py --count                        # mutants per module, no tests
     .venv/bin/python bench/mutation.py --report                       # report the last results
 
 It prints killed / survived / timeout / suspicious / no-tests per module and in total (with
 the share killed), and writes ``build/mutation/summary.json`` and
 ``build/mutation/survivors.md`` (module, function, mutant name and diff of every survivor,
-for triage). ``mutmut browse`` / ``mutmut show NAME`` work on the same ``mutants/`` folder.
+for triage). ``mutmut browse`` / ``mutmut show NAME`` work on the same folder (run them in
+``build/mutation/tree/``).
 
-``mutants/`` is a cache: unchanged functions keep their verdicts between runs. The script
-starts afresh (deletes ``mutants/``) when the tests, the samples or ``[tool.mutmut]`` changed
-since the cache was made, or with ``--fresh``; a run restricted with ``--modules`` or
-``--limit`` always re-tests the mutants it names.
+mutmut runs in a copy of the working tree, ``build/mutation/tree/`` (``--rev REV``: of a
+commit), kept in sync file by file; its ``mutants/`` folder there is a cache: unchanged
+functions keep their verdicts between runs. The verdicts and mutmut's test-to-function stats
+are dropped when the tests or the ``also_copy`` data changed (mutmut does not track test
+files), leftovers of deleted modules are removed (mutmut never does), and ``--fresh`` starts
+from nothing; a run restricted with ``--modules`` or ``--limit`` always re-tests the mutants
+it names. mutmut needs the selected tests to pass without mutants: ``--deselect NODEID``
+leaves tests out, ``--deselect-failing`` finds the failing ones first. docs/mutation.md lists
+the mutmut quirks handled here (pytest 9, bytecode, fork safety).
 
 Needs mutmut 3.8: ``.venv/bin/pip install -e '.[mutation]'`` (or ``pip install mutmut==3.8.0``).
 """
@@ -221,18 +228,35 @@ def sync_tree(src: Path, dst: Path, shared: Path | None = None) -> int:
     return written
 
 
-def add_deselects(pyproject: Path, node_ids: Sequence[str]) -> None:
-    """Append ``--deselect ID`` options to the test selection of ``[tool.mutmut]`` in the work
-    tree's copy of ``pyproject.toml`` (the repository's file is not touched). mutmut needs the
-    selected tests to pass unmutated (its stats run stops at the first failure)."""
-    if not node_ids:
-        return
-    key = "pytest_add_cli_args_test_selection = ["
+def patch_work_config(pyproject: Path, node_ids: Sequence[str], debug: bool = False) -> None:
+    """Adjust ``[tool.mutmut]`` in the work tree's copy of ``pyproject.toml`` (the
+    repository's file is not touched): append ``--deselect ID`` to the test selection (mutmut
+    needs the selected tests to pass unmutated: its stats run stops at the first failure), and
+    with ``debug`` set ``debug = true`` (mutmut then shows pytest's output)."""
     text = pyproject.read_text()
-    if text.count(key) != 1:
-        raise SystemExit(f"--deselect: no single '{key}' line in {pyproject}")
-    extra = "".join(f"    {json.dumps('--deselect=' + n)},\n" for n in node_ids)
-    pyproject.write_text(text.replace(key, key + "\n" + extra.rstrip("\n"), 1))
+    if node_ids:
+        key = "pytest_add_cli_args_test_selection = ["
+        if text.count(key) != 1:
+            raise SystemExit(f"--deselect: no single '{key}' line in {pyproject}")
+        extra = "".join(f"    {json.dumps('--deselect=' + n)},\n" for n in node_ids)
+        text = text.replace(key, key + "\n" + extra.rstrip("\n"), 1)
+    if debug:
+        if text.count("\n[tool.mutmut]\n") != 1:
+            raise SystemExit(f"--debug: no [tool.mutmut] section in {pyproject}")
+        text = text.replace("\n[tool.mutmut]\n", "\n[tool.mutmut]\ndebug = true\n", 1)
+    pyproject.write_text(text)
+
+
+#: Lines of mutmut's output that mean "the tests fail without mutants", and what to do.
+_ADVICE = {
+    "failed to collect stats": "a selected test failed in mutmut's stats run (no mutant active): "
+    "rerun with --deselect-failing (or --deselect NODEID); --debug shows pytest's output",
+    "Failed to run clean test": "a test that reaches the selected modules failed with no mutant "
+    "active; with the plain run passing, usually a time-bounded test on a loaded machine: rerun, "
+    "or --deselect it; --debug shows pytest's output",
+    "FAILED: Unable to force test failures": "no test failed with every function forced to "
+    "raise: the tests do not import the mutated package from mutants/",
+}
 
 
 # -- the cache ------------------------------------------------------------------------------
@@ -272,6 +296,35 @@ def reset_verdicts() -> int:
     return n
 
 
+def prune_mutants(cfg: dict[str, Any]) -> int:
+    """Delete what ``mutants/`` holds for source files that no longer exist (mutmut never
+    does: a module that became a package would otherwise still be imported, mutated, from its
+    stale copy, and its stale ``.meta`` counted). Returns how many files were deleted."""
+    n = 0
+    for sp in cfg.get("source_paths", []):
+        base = MUTANTS / sp
+        if not base.is_dir():
+            continue
+        for f in sorted(base.rglob("*"), reverse=True):
+            if f.is_dir():
+                if f.name != "__pycache__" and not any(f.iterdir()):
+                    f.rmdir()
+                continue
+            if "__pycache__" in f.parts:
+                continue
+            rel = f.relative_to(MUTANTS).as_posix()
+            for suffix in (".meta", ".spans"):
+                if rel.endswith(".py" + suffix):
+                    rel = rel[: -len(suffix)]
+            if not Path(rel).exists():
+                f.unlink()
+                n += 1
+        for d in sorted((p for p in base.rglob("*") if p.is_dir()), reverse=True):
+            if not any(p for p in d.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+                shutil.rmtree(d)
+    return n
+
+
 def prepare_cache(cfg: dict[str, Any], fresh: bool) -> None:
     """Make ``mutants/`` fit for this run: deleted with ``--fresh``; verdicts and stats
     dropped (the generated mutants kept) when the tests or the ``also_copy`` data changed,
@@ -286,6 +339,10 @@ def prepare_cache(cfg: dict[str, Any], fresh: bool) -> None:
         n = reset_verdicts()
         print(f"mutation: the tests or their data changed: dropped {n} cached verdicts and the "
               "test-to-function stats (mutants kept)", flush=True)
+    if MUTANTS.exists():
+        gone = prune_mutants(cfg)
+        if gone:
+            print(f"mutation: removed {gone} files of deleted modules from {MUTANTS}/", flush=True)
     MUTANTS.mkdir(exist_ok=True)
     for p in ["tests", *cfg.get("also_copy", [])]:
         target = MUTANTS / p
@@ -478,19 +535,90 @@ def stats_estimate(mutants: Sequence[Mutant]) -> dict[str, float] | None:
             "stats_run_cpu_seconds": stats.get("stats_time") or 0.0}
 
 
+def full_run_estimate(measured: Sequence[Mutant], all_files: Sequence[Path],
+                      wall: float) -> dict[str, float] | None:
+    """Extrapolate this run's wall time to every mutated module: by mutant count, and by the
+    worst-case test time of the mutants (mutmut's stats: a mutant costs about the tests that
+    reach its function). None without stats or without a tested mutant."""
+    done = [m for m in measured if m.status not in ("not checked", "skipped")]
+    everything = read_results(all_files)
+    est_done, est_all = stats_estimate(done), stats_estimate(everything)
+    if not done or not everything or not est_done or not est_all:
+        return None
+    by_count = wall * len(everything) / len(done)
+    w_done = est_done["worst_case_test_seconds"]
+    by_time = wall * est_all["worst_case_test_seconds"] / w_done if w_done else by_count
+    return {"mutants": len(everything), "modules": len({m.module for m in everything}),
+            "hours_by_count": round(by_count / 3600, 1), "hours_by_test_time": round(by_time / 3600, 1),
+            "worst_case_test_hours_all": round(est_all["worst_case_test_seconds"] / 3600, 1),
+            "no_tests_all": est_all["no_tests"]}
+
+
 # -- main -----------------------------------------------------------------------------------
 
-def run_mutmut(names: Sequence[str], jobs: int, log: Path) -> int:
-    """``mutmut run --max-children JOBS NAMES...`` in the repository root, its output shown
-    and kept in ``log``; returns mutmut's exit status."""
-    exe = Path(sys.executable).with_name("mutmut")
-    cmd = [str(exe) if exe.exists() else "mutmut", "run", "--max-children", str(jobs), *names]
+def run_env() -> dict[str, str]:
+    """The environment of mutmut and of the tests it runs."""
     env = dict(os.environ)
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         env.setdefault(var, "1")  # one thread per mutant process: the cores are the workers
     env.pop("WORKBENCH_GALLERY", None)
+    # Mutated modules are several times larger than the originals: without cached bytecode
+    # (under mutants/, git-ignored) every `python -m workbench` a test starts recompiles them
+    # (~10 s here), which fails test_import's time limit and slows the CLI tests.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["PYTHONUNBUFFERED"] = "1"  # mutmut's progress line, live in the log
+    return env
+
+
+def find_failing(cfg: dict[str, Any], log: Path) -> list[str]:
+    """Node ids of the selected tests that fail in ``mutants/`` with no mutant active (what
+    mutmut's stats and clean runs need to pass): the selection run once, plainly."""
+    sel = list(cfg.get("pytest_add_cli_args_test_selection", []))
+    cmd = [sys.executable, "-m", "pytest", "-q", "--rootdir=.", "--tb=no", "-rfE",
+           *sel, *cfg.get("pytest_add_cli_args", [])]
+    env = run_env()
+    env["MUTANT_UNDER_TEST"] = ""
+    env["PYTHONPATH"] = os.pathsep.join([str(Path.cwd() / MUTANTS), *filter(None, [env.get("PYTHONPATH")])])
+    print("mutation: running the selected tests once without mutants, to leave out those that "
+          "fail anyway", flush=True)
+    t0 = time.perf_counter()
+    r = subprocess.run(cmd, cwd=MUTANTS, env=env, capture_output=True, text=True)
     log.parent.mkdir(parents=True, exist_ok=True)
-    shown = " ".join(cmd[:4]) + (f" ... ({len(names)} names)" if len(names) > 3 else " " + " ".join(names))
+    log.write_text(r.stdout + r.stderr)
+    failing = []
+    for line in r.stdout.splitlines():
+        if line.startswith(("FAILED ", "ERROR ")):
+            failing.append(line.split(" ", 1)[1].split(" - ", 1)[0].strip())
+    if r.returncode not in (0, 1) or (r.returncode == 1 and not failing):
+        raise SystemExit(f"mutation: the plain test run exited with {r.returncode}; see {log}")
+    print(f"mutation: {len(failing)} failing without mutants ({time.perf_counter() - t0:.0f} s)"
+          + "".join(f"\n  --deselect {f}" for f in failing), flush=True)
+    return failing
+
+
+#: Starts mutmut's command line. mutmut 3.8's stats collector reads ``item._nodeid``, which
+#: pytest 9 no longer has (``AttributeError`` in the stats run: "failed to collect stats"):
+#: give pytest's nodes that alias first. mutmut runs pytest in its own process (and forks
+#: from it), so the alias reaches every run.
+_LAUNCH = """
+import sys
+import _pytest.nodes
+if not hasattr(_pytest.nodes.Node, "_nodeid"):
+    _pytest.nodes.Node._nodeid = property(lambda self: self.nodeid)
+import mutmut.__main__
+sys.argv[0] = "mutmut"
+mutmut.__main__.cli()
+"""
+
+
+def run_mutmut(names: Sequence[str], jobs: int, log: Path) -> int:
+    """``mutmut run --max-children JOBS NAMES...`` in the work tree, its output shown and kept
+    in ``log``; returns mutmut's exit status."""
+    cmd = [sys.executable, "-c", _LAUNCH, "run", "--max-children", str(jobs), *names]
+    env = run_env()
+    log.parent.mkdir(parents=True, exist_ok=True)
+    shown = "mutmut " + " ".join(cmd[3:6]) + (f" ... ({len(names)} names)" if len(names) > 3
+                                              else " " + " ".join(names))
     print(f"mutation: {shown}", flush=True)
     with open(log, "w") as f:
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -513,8 +641,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point (see the module docstring)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--modules", help="comma-separated files, relative to workbench/ or the "
-                    "repository (e.g. formats/pte.py,source.py or formats/); default: all")
+    ap.add_argument("--modules", help="comma-separated files or folders, relative to workbench/ "
+                    "or the repository (e.g. validate.py,source.py or formats/pte/); default: all")
     ap.add_argument("--limit", type=int, help="test only this many mutants of the selected "
                     "modules (a deterministic random sample, see --seed)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the --limit sample (default 0)")
@@ -526,6 +654,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--deselect", action="append", default=[], metavar="NODEID",
                     help="leave this test out (repeatable): for tests that fail without any "
                     "mutant, which mutmut cannot work with")
+    ap.add_argument("--debug", action="store_true",
+                    help="mutmut's debug mode (shows pytest's output; slow and verbose)")
+    ap.add_argument("--deselect-failing", action="store_true",
+                    help="first run the selected tests once without mutants and leave out the "
+                    "ones that fail (costs one plain run of the selection)")
     ap.add_argument("--count", action="store_true",
                     help="only generate the mutants and count them per module (no tests)")
     ap.add_argument("--report", action="store_true", help="only report the results in mutants/")
@@ -534,6 +667,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="statuses listed in survivors.md (comma-separated; default survived; "
                          "e.g. survived,timeout,suspicious,no tests)")
     args = ap.parse_args(argv)
+    args.out = args.out.resolve()  # the script works in WORK from here on
 
     version = ensure_mutmut()
     if not args.report:
@@ -542,7 +676,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                 n = sync_tree(export_revision(args.rev, Path(tmp)), WORK, ROOT.parent / "shared")
         else:
             n = sync_tree(ROOT, WORK)
-        add_deselects(WORK / "pyproject.toml", args.deselect)
         print(f"mutation: working in {WORK} ({n} files updated from {ROOT}"
               f"{' at ' + args.rev if args.rev else ''})", flush=True)
     if not WORK.is_dir():
@@ -552,10 +685,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     files = select_files(mutated_files(cfg, WORK), args.modules)
     include = [s.strip() for s in args.list.split(",") if s.strip()]
     extra: dict[str, Any] = {"mutmut": version, "modules_selected": [f.as_posix() for f in files],
-                             "when": time.strftime("%Y-%m-%d %H:%M"), "jobs": args.jobs}
+                             "when": time.strftime("%Y-%m-%d %H:%M"), "jobs": args.jobs,
+                             "rev": args.rev}
 
     if not args.report:
         prepare_cache(cfg, args.fresh)
+        deselect = list(args.deselect)
+        if args.deselect_failing:
+            generate_mutants(args.jobs)
+            deselect += [f for f in find_failing(cfg, args.out / "plain-run.log") if f not in deselect]
+        patch_work_config(WORK / "pyproject.toml", deselect, args.debug)
+        extra["deselected"] = deselect
     if args.count:
         secs = generate_mutants(args.jobs)
         mutants = read_results(files)
@@ -584,9 +724,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if rc:
             print(f"mutation: mutmut exited with {rc}; its output is in {args.out / 'mutmut.log'}",
                   file=sys.stderr)
+            text = (args.out / "mutmut.log").read_text(errors="replace")
+            for needle, advice in _ADVICE.items():
+                if needle in text:
+                    print(f"mutation: {advice}", file=sys.stderr)
         if names and args.limit is not None:
-            files_sel = files
-            mutants = [m for m in read_results(files_sel) if m.name in set(names)]
+            picked = set(names)
+            mutants = [m for m in read_results(files) if m.name in picked]
         else:
             mutants = read_results(files)
     else:
@@ -600,6 +744,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         tested = sum(1 for m in mutants if m.status not in ("not checked", "no tests", "skipped"))
         print(f"wall time {wall:.0f} s for {tested} tested mutants with {args.jobs} worker(s)"
               + (f" ({wall / tested:.1f} s each)" if tested else ""))
+        full = full_run_estimate(mutants, mutated_files(cfg, WORK), wall)
+        if full:
+            extra["full_run_estimate"] = full
+            print(f"full run estimate: {full['mutants']} mutants in {full['modules']} modules; "
+                  f"{full['hours_by_count']:.1f} h scaled by mutant count, "
+                  f"{full['hours_by_test_time']:.1f} h scaled by the tests each mutant reaches "
+                  f"(same --jobs, same machine load)")
     est = stats_estimate(mutants)
     if est:
         extra["estimate"] = est
