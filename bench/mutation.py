@@ -531,8 +531,7 @@ def stats_estimate(mutants: Sequence[Mutant]) -> dict[str, float] | None:
         if not ts:
             none += 1
         worst += sum(dur.get(t, 0.0) for t in ts)
-    return {"worst_case_test_seconds": worst, "no_tests": none,
-            "stats_run_cpu_seconds": stats.get("stats_time") or 0.0}
+    return {"worst_case_test_seconds": round(worst, 1), "no_tests": none}
 
 
 def full_run_estimate(measured: Sequence[Mutant], all_files: Sequence[Path],
@@ -611,9 +610,10 @@ mutmut.__main__.cli()
 """
 
 
-def run_mutmut(names: Sequence[str], jobs: int, log: Path) -> int:
+def run_mutmut(names: Sequence[str], jobs: int, log: Path) -> tuple[int, float | None]:
     """``mutmut run --max-children JOBS NAMES...`` in the work tree, its output shown and kept
-    in ``log``; returns mutmut's exit status."""
+    in ``log``; returns mutmut's exit status and the seconds of its mutation phase (after the
+    generation, stats, clean and forced-fail runs; None if it never got there)."""
     cmd = [sys.executable, "-c", _LAUNCH, "run", "--max-children", str(jobs), *names]
     env = run_env()
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -624,9 +624,12 @@ def run_mutmut(names: Sequence[str], jobs: int, log: Path) -> int:
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         assert proc.stdout is not None
         last = 0.0
+        phase: float | None = None
         for raw in iter(lambda: proc.stdout.read1(4096), b""):  # type: ignore[union-attr]
             text = raw.decode(errors="replace")
             f.write(text)
+            if phase is None and "Running mutation testing" in text:
+                phase = time.perf_counter()
             # mutmut redraws one status line with \r: show it every few seconds only
             now = time.monotonic()
             if "\n" in text.replace("\r", "") or now - last > 30:
@@ -634,7 +637,8 @@ def run_mutmut(names: Sequence[str], jobs: int, log: Path) -> int:
                                  if now - last > 30 else text.replace("\r", ""))
                 sys.stdout.flush()
                 last = now
-        return proc.wait()
+        rc = proc.wait()
+        return rc, None if phase is None else time.perf_counter() - phase
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -717,9 +721,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.modules:
             names = [module_glob(f) for f in files]
         t0 = time.perf_counter()
-        rc = run_mutmut(names, args.jobs, args.out / "mutmut.log")
+        rc, phase = run_mutmut(names, args.jobs, args.out / "mutmut.log")
         wall = time.perf_counter() - t0
         extra["wall_seconds"] = round(wall, 1)
+        extra["mutation_phase_seconds"] = None if phase is None else round(phase, 1)
         extra["mutmut_exit"] = rc
         if rc:
             print(f"mutation: mutmut exited with {rc}; its output is in {args.out / 'mutmut.log'}",
@@ -742,15 +747,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(report_table(mutants, files))
     if wall is not None:
         tested = sum(1 for m in mutants if m.status not in ("not checked", "no tests", "skipped"))
-        print(f"wall time {wall:.0f} s for {tested} tested mutants with {args.jobs} worker(s)"
-              + (f" ({wall / tested:.1f} s each)" if tested else ""))
-        full = full_run_estimate(mutants, mutated_files(cfg, WORK), wall)
+        mphase = extra["mutation_phase_seconds"]
+        print(f"wall time {wall:.0f} s, of which {mphase or 0:.0f} s testing {tested} mutants with "
+              f"{args.jobs} worker(s)" + (f" ({(mphase or wall) / tested:.1f} s each)" if tested else "")
+              + "; the rest: generation, stats, clean and forced-fail runs")
+        full = full_run_estimate(mutants, mutated_files(cfg, WORK), mphase or wall)
         if full:
             extra["full_run_estimate"] = full
             print(f"full run estimate: {full['mutants']} mutants in {full['modules']} modules; "
                   f"{full['hours_by_count']:.1f} h scaled by mutant count, "
                   f"{full['hours_by_test_time']:.1f} h scaled by the tests each mutant reaches "
-                  f"(same --jobs, same machine load)")
+                  f"(same --jobs, same machine load; plus one stats run; rough below ~100 mutants)")
     est = stats_estimate(mutants)
     if est:
         extra["estimate"] = est
