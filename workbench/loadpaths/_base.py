@@ -24,6 +24,12 @@ PAGE = mmap.PAGESIZE
 #: pinned host-to-device copy).
 ROOFLINE = "__roofline__"
 
+#: What a path's consuming pass is (the ``consume`` column): ``checksum`` (the CPU sums every
+#: weight byte it made available, :func:`checksum`), ``device_checksum`` (the same sum computed
+#: on the GPU over the device copy), ``forward`` (the first execution of the program's
+#: ``forward``: it reads the weights it uses), ``none`` (the path offers no way to read them).
+CONSUME_KINDS = ("checksum", "device_checksum", "forward", "none")
+
 
 class Skip(Exception):
     """Raised by a path's setup or run when it cannot run here; the message is the reason."""
@@ -101,8 +107,11 @@ class Plan:
 #: file plus the ``.ptd`` files it is loaded with.
 FILES_CHOICES = ("all", "program", "program+data")
 
-#: Rooflines a path can be compared with (measured in the same profile run).
-ROOFLINES = ("memcpy", "page_cache_read", "h2d_pinned")
+#: Rooflines a path can be compared with (measured in the same profile run). ``ram_read``
+#: (:func:`checksum` over a large pre-faulted buffer: reading every byte once from RAM) is
+#: what every CPU path's headline rate is compared with: no path can make the weights
+#: available *and* read each byte once faster than reading them once from memory.
+ROOFLINES = ("ram_read", "memcpy", "page_cache_read", "h2d_pinned")
 
 
 def _always(plan: Plan) -> str | None:
@@ -115,10 +124,13 @@ class LoadPath:
 
     Attributes:
         name: registry key, the ``path`` column of the profile frame.
-        run: ``run(ctx)`` — the timed work; must leave what it loaded in ``ctx.keep``.
+        run: ``run(ctx)`` — the timed load; must leave what it loaded in ``ctx.keep`` and
+            offer the bytes to the consuming pass (``ctx.file_buffers`` or
+            ``ctx.weight_buffers``).
         device: ``cpu`` | ``cuda``.
-        roofline: the limit it is compared with: ``memcpy`` | ``page_cache_read`` |
-            ``h2d_pinned``.
+        roofline: the limit its headline rate (every weight byte read once) is compared
+            with: ``ram_read`` (CPU paths) | ``h2d_pinned`` (CUDA) | ``memcpy`` |
+            ``page_cache_read``.
         applies: ``applies(plan) -> reason | None``, evaluated in the parent: a reason makes
             the path a ``skipped`` row (wrong format, missing package, untrusted file).
         setup: ``setup(ctx)``, untimed, before eviction and the baseline (imports, CUDA
@@ -126,17 +138,24 @@ class LoadPath:
         files: ``all`` | ``program`` | ``program+data`` (see :data:`FILES_CHOICES`).
         copies: whether the path copies the bytes (False: zero-copy, pages are mapped).
         doc: one line for tables and ``--help``.
+        consume: ``consume(ctx)``, timed after ``run``: read every weight byte once and
+            record it with ``ctx.consumed`` (default :func:`consume_checksum`: the CPU sums
+            the buffers ``run`` offered). ``None``: no consuming pass (``consume = none``).
+        preload: modules a fork server imports once for all runs of the path (the import
+            is never timed; it only saves the time of importing it again per run).
     """
 
     name: str
     run: Callable[[RunContext], None]
     device: str = "cpu"
-    roofline: str = "memcpy"
+    roofline: str = "ram_read"
     applies: Callable[[Plan], str | None] = _always
     setup: Callable[[RunContext], None] | None = None
     files: str = "all"
     copies: bool = True
     doc: str = ""
+    consume: Callable[[RunContext], None] | None = field(default=None, repr=False)
+    preload: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.device not in ("cpu", "cuda"):
@@ -146,30 +165,48 @@ class LoadPath:
         if self.files not in FILES_CHOICES:
             raise ValueError(f"files must be one of {FILES_CHOICES}, not {self.files!r}")
 
+    @property
+    def consumer(self) -> Callable[[RunContext], None] | None:
+        """The consuming pass that runs: :attr:`consume`, else :func:`consume_checksum` for CPU
+        paths (None for a CUDA path that names none)."""
+        if self.consume is not None:
+            return self.consume
+        return consume_checksum if self.device == "cpu" else None
+
     def spec(self) -> dict[str, Any]:
         """The JSON-able description a worker rebuilds this path from (custom paths)."""
         return {"run": _target(self.run), "setup": _target(self.setup) if self.setup else None,
+                "consume": _target(self.consume) if self.consume else None,
                 "device": self.device, "roofline": self.roofline, "files": self.files,
-                "copies": self.copies, "doc": self.doc}
+                "copies": self.copies, "doc": self.doc, "preload": list(self.preload)}
 
 
 #: name -> LoadPath, in registration order (CPU paths, then runtime, then CUDA).
 PATHS: dict[str, LoadPath] = {}
 
 
-def register(name: str, *, device: str = "cpu", roofline: str = "memcpy",
+def register(name: str, *, device: str = "cpu", roofline: str | None = None,
              applies: Callable[[Plan], str | None] | None = None,
              setup: Callable[[RunContext], None] | None = None, files: str = "all",
-             copies: bool = True, doc: str = "") -> Callable[[Callable], Callable]:
+             copies: bool = True, doc: str = "",
+             consume: Callable[[RunContext], None] | None = None,
+             preload: tuple[str, ...] = ()) -> Callable[[Callable], Callable]:
     """Decorator: register ``fn`` as load path ``name`` in :data:`PATHS` (see the module doc).
 
     The same function may be registered under several names (with different ``applies``).
+    ``roofline`` defaults to ``ram_read`` for CPU paths and ``h2d_pinned`` for CUDA paths.
+
+    Example:
+        >>> @register("read_head", doc="first 4 KiB of each file")      # doctest: +SKIP
+        ... def read_head(ctx): ...
     """
 
     def deco(fn: Callable[[RunContext], None]) -> Callable[[RunContext], None]:
-        PATHS[name] = LoadPath(name, fn, device=device, roofline=roofline,
+        limit = roofline or ("h2d_pinned" if device == "cuda" else "ram_read")
+        PATHS[name] = LoadPath(name, fn, device=device, roofline=limit,
                                applies=applies or _always, setup=setup, files=files,
-                               copies=copies, doc=doc or (fn.__doc__ or "").strip().split("\n")[0])
+                               copies=copies, doc=doc or (fn.__doc__ or "").strip().split("\n")[0],
+                               consume=consume, preload=tuple(preload))
         return fn
 
     return deco
@@ -203,7 +240,9 @@ def resolve(name: str, plan: Plan) -> LoadPath:
     return LoadPath(name, _load_target(spec["run"]), device=spec["device"],
                     roofline=spec["roofline"],
                     setup=_load_target(spec["setup"]) if spec.get("setup") else None,
-                    files=spec["files"], copies=spec["copies"], doc=spec.get("doc", ""))
+                    files=spec["files"], copies=spec["copies"], doc=spec.get("doc", ""),
+                    consume=_load_target(spec["consume"]) if spec.get("consume") else None,
+                    preload=tuple(spec.get("preload") or ()))
 
 
 # ------------------------------------------------------------------------------------------
@@ -218,6 +257,15 @@ class RunContext:
         files: the files this path reads (see :attr:`LoadPath.files`).
         state: scratch space from ``setup`` to ``run`` (imports, buffers).
         bytes / bytes_copied: set by :meth:`moved`.
+        file_buffers: set by ``run``: file -> a buffer holding that file's bytes (``bytes``,
+            ``bytearray``, ``mmap``); the consuming pass reads the weight extents out of it.
+        weight_buffers: set by ``run`` instead: one buffer (anything with the buffer
+            protocol, or a dense numpy array / torch tensor) per weight extent.
+        checksum_comparable: the buffers are exactly :meth:`extents` (so the checksum must
+            equal the one the parent computes from the files); False for a path whose
+            buffers are the loader's own tensors (e.g. ``torch.export.load``).
+        again: set by a ``forward`` consumer: a second execution, timed as ``steady_s``.
+        read_bytes / checksum / consume_kind: set by :meth:`consumed`.
         notes: short remarks that end up in the ``note`` column.
     """
 
@@ -233,6 +281,13 @@ class RunContext:
         self.state: dict[str, Any] = {}
         self.bytes: int | None = None
         self.bytes_copied: int | None = None
+        self.file_buffers: dict[str, Any] | None = None
+        self.weight_buffers: list[Any] | None = None
+        self.checksum_comparable = True
+        self.again: Callable[[], Any] | None = None
+        self.read_bytes: int | None = None
+        self.checksum: int | None = None
+        self.consume_kind = "none"
         self.notes: list[str] = []
         self._kept: list[Any] = []
 
@@ -245,6 +300,15 @@ class RunContext:
         """Record the bytes made available and how many of them were copied."""
         self.bytes = int(nbytes)
         self.bytes_copied = int(copied)
+
+    def consumed(self, nbytes: int, checksum: int | None = None, kind: str = "checksum") -> None:
+        """Record what the consuming pass read: ``nbytes``, its :func:`checksum`, its kind
+        (one of :data:`CONSUME_KINDS`)."""
+        if kind not in CONSUME_KINDS:
+            raise ValueError(f"consume kind must be one of {CONSUME_KINDS}, not {kind!r}")
+        self.read_bytes = int(nbytes)
+        self.checksum = None if checksum is None else int(checksum) % WRAP
+        self.consume_kind = kind
 
     def note(self, text: str) -> None:
         """Add a remark to the row's ``note`` column."""
@@ -264,10 +328,9 @@ class RunContext:
                 if files[t[0]] in mine]
 
     def extents(self) -> list[tuple[str, int, int]]:
-        """Byte ranges a device path moves: stored tensors, or whole files without a table."""
-        if self.plan.tensors:
-            return [(f, o, n) for f, o, n, _, _ in self.tensor_ranges() if n > 0]
-        return [(f, 0, self.size(f)) for f in self.files if self.size(f) > 0]
+        """The weight bytes: stored tensor ranges of this path's files (whole files without
+        a tensor table). Device paths move them; the consuming pass reads them."""
+        return plan_extents(self.plan, self.files)
 
     def maps(self) -> dict[str, mmap.mmap]:
         """A read-only map of each of this path's non-empty files (kept alive)."""
@@ -278,6 +341,131 @@ class RunContext:
             with open(f, "rb") as fh:
                 out[f] = self.keep(mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ))
         return out
+
+
+def plan_extents(plan: Plan, files: list[str]) -> list[tuple[str, int, int]]:
+    """``(file, offset, nbytes)`` of the weights in ``files``: the plan's stored tensor
+    ranges there (non-empty ones), or each whole non-empty file when the plan has no
+    tensor table.
+
+    Example:
+        >>> p = Plan("raw", "w.bin", ["w.bin"], [10])
+        >>> plan_extents(p, ["w.bin"])
+        [('w.bin', 0, 10)]
+    """
+    if plan.tensors:
+        mine = set(files)
+        return [(plan.files[t[0]], int(t[1]), int(t[2])) for t in plan.tensors
+                if plan.files[t[0]] in mine and int(t[2]) > 0]
+    sizes = dict(zip(plan.files, plan.sizes))
+    return [(f, 0, sizes[f]) for f in dict.fromkeys(files) if sizes.get(f, 0) > 0]
+
+
+# ------------------------------------------------------------------------------------------
+# The consuming pass: every weight byte read once
+# ------------------------------------------------------------------------------------------
+
+#: Checksums are sums modulo 2**64.
+WRAP = 1 << 64
+
+
+def checksum(buf: Any, offset: int = 0, nbytes: int | None = None) -> int:
+    """Sum of ``buf[offset:offset+nbytes]`` read as little-endian ``uint64`` words (the last
+    word zero-padded), modulo 2**64.
+
+    Every byte is read (the CPU cannot skip any of them), and the sum of the checksums of
+    pieces cut at multiples of 8 bytes is the checksum of the whole, so a device copy or a
+    chunked read gives the same number. ``buf`` is anything with the buffer protocol or a
+    dense numpy array (its bytes).
+
+    Example:
+        >>> checksum(bytes([1, 0, 0, 0, 0, 0, 0, 0, 2]))
+        3
+        >>> checksum(b"\\x01" * 16) == 2 * 0x0101010101010101
+        True
+    """
+    import numpy as np
+
+    if isinstance(buf, np.ndarray):
+        buf = _bytes_of(buf)
+    a = np.frombuffer(buf, dtype=np.uint8, count=-1 if nbytes is None else nbytes,
+                      offset=offset)
+    body = a.size - a.size % 8
+    total = int(np.add.reduce(a[:body].view("<u8"), dtype=np.uint64)) if body else 0
+    if body < a.size:
+        total += int.from_bytes(a[body:].tobytes(), "little")
+    return total % WRAP
+
+
+def _bytes_of(v: Any) -> Any:
+    """The bytes under a dense numpy array or torch tensor, as a flat ``uint8`` array (no copy)."""
+    import numpy as np
+
+    if not isinstance(v, np.ndarray):  # a torch tensor
+        import torch
+
+        t = v if v.is_contiguous() else v.contiguous()
+        return t.reshape(-1).view(torch.uint8).numpy()
+    if not (v.flags.c_contiguous or v.flags.f_contiguous):
+        v = np.ascontiguousarray(v)
+    return v.ravel(order="K").view(np.uint8)
+
+
+def consume_checksum(ctx: RunContext) -> None:
+    """The default consuming pass of a CPU path: :func:`checksum` over every weight byte.
+
+    Reads ``ctx.weight_buffers`` (one buffer per extent), else the extents of
+    ``ctx.file_buffers``; a path that offers neither fails with a clear error.
+    """
+    total = n = 0
+    if ctx.weight_buffers is not None:
+        for b in ctx.weight_buffers:
+            raw = b if isinstance(b, (bytes, bytearray, memoryview, mmap.mmap)) else _bytes_of(b)
+            total += checksum(raw)
+            n += int(raw.nbytes) if hasattr(raw, "nbytes") else len(raw)
+    elif ctx.file_buffers is not None:
+        for f, off, k in ctx.extents():
+            total += checksum(ctx.file_buffers[f], off, k)
+            n += k
+    else:
+        raise RuntimeError(f"load path {ctx.path.name!r} set neither ctx.file_buffers nor "
+                           "ctx.weight_buffers: nothing to read")
+    ctx.consumed(n, total, "checksum")
+
+
+def consume_none(ctx: RunContext) -> None:
+    """A consuming pass that reads nothing (``consume = none``): for loaders whose weights
+    Python cannot reach."""
+    ctx.consumed(0, None, "none")
+
+
+def reference_checksum(plan: Plan, files: list[str]) -> int:
+    """:func:`checksum` of the weight extents of ``files``, read with ``pread`` in chunks (no
+    map is left behind: the parent must not keep pages of a cold run resident).
+
+    Example:
+        >>> reference_checksum(make_plan("sample_models/mlp_portable.pte"), ...)  # doctest: +SKIP
+    """
+    chunk = 64 << 20
+    total = 0
+    fds: dict[str, int] = {}
+    try:
+        for f, off, n in plan_extents(plan, files):
+            fd = fds.get(f)
+            if fd is None:
+                fd = fds[f] = os.open(f, os.O_RDONLY)
+            done = 0
+            while done < n:
+                k = min(chunk, n - done)
+                data = os.pread(fd, k, off + done)
+                if len(data) != k:
+                    raise OSError(f"{f}: short read at {off + done:#x}")
+                total += checksum(data)
+                done += k
+    finally:
+        for fd in fds.values():
+            os.close(fd)
+    return total % WRAP
 
 
 # ------------------------------------------------------------------------------------------

@@ -1,20 +1,27 @@
 """CPU load paths (file -> host memory) and the CPU rooflines.
 
-Two families, compared with different limits:
+Every path is timed in two phases that the profile reports apart:
 
-* **copying** paths (``read``, ``readinto``, ``per_tensor_copy``) end with the bytes in new
-  private (anonymous) memory; their limit is a large ``memcpy`` or, when the copy comes
-  straight from the page cache through ``read(2)``, the page-cache read bandwidth;
-* **zero-copy** paths (``mmap_*``, ``torch_frombuffer``, ``wb_views``) end with the file's
-  pages mapped and resident — *touched*: one byte of every page is read, which is what
-  makes them resident. They copy nothing, so they may legitimately beat ``memcpy``; the
-  profile shows that the pages really were brought in (``rss_file_growth`` ≈ bytes).
+* the **load** (``load_s``): what the path itself does. *Copying* paths (``read``,
+  ``readinto``, ``per_tensor_copy``) end with the bytes in new private (anonymous) memory;
+  *zero-copy* paths (``mmap_*``, ``torch_frombuffer``, ``wb_views``) end with the file's
+  pages mapped and resident — touched: one byte of every page is read, which is what makes
+  them resident. A zero-copy load moves no bytes, so its rate (``load_gbps``) is pages
+  mapped per second, not a bandwidth;
+* the **read** (``read_s``): the consuming pass, :func:`~workbench.loadpaths.checksum` over
+  every weight byte the load made available (the unique stored tensor ranges; whole files
+  without a tensor table). The CPU must read every byte, and the checksum is the same for
+  every path (the profile checks it against the file's).
+
+``wall_s = load_s + read_s`` is the time until every weight byte has been read once: the
+same work for every path, so the headline rate ``gbps`` compares like with like, against
+the ``ram_read`` roofline (the same checksum over a buffer already in RAM).
 
 Example:
     >>> import workbench as wb
     >>> prof = wb.profile("sample_models/mlp_portable.pte", paths=["read", "mmap_touch"],
     ...                   repeat=1, progress=False)          # doctest: +SKIP
-    >>> prof.summary[["path", "gbps", "frac_roofline"]]     # doctest: +SKIP
+    >>> prof.summary[["path", "load_s", "read_s", "gbps"]]  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -26,9 +33,11 @@ import time
 import warnings
 from typing import Any
 
-from ._base import PAGE, Plan, RunContext, Skip, register
+from ._base import PAGE, Plan, RunContext, Skip, checksum, register
 
 MiB = 1 << 20
+#: What a fork server imports for the paths that open the artifact with workbench.
+_VIEWS_PRELOAD = ("pandas", "workbench._open", "workbench.artifact")
 
 
 # -- applicability (evaluated in the parent) ---------------------------------------------------
@@ -100,14 +109,16 @@ def touch_array(v: Any) -> int:
 
 # -- copying paths ----------------------------------------------------------------------------
 
-@register("read", roofline="page_cache_read",
-          doc="open(f, 'rb').read(): a new bytes object per file (allocation + copy)")
+@register("read", doc="open(f, 'rb').read(): a new bytes object per file (allocation + copy)")
 def read(ctx: RunContext) -> None:
     """Read every file whole into a new ``bytes`` object."""
     n = 0
+    bufs = {}
     for f in ctx.files:
         with open(f, "rb") as fh:
-            n += len(ctx.keep(fh.read()))
+            bufs[f] = ctx.keep(fh.read())
+        n += len(bufs[f])
+    ctx.file_buffers = bufs
     ctx.moved(n, copied=n)
 
 
@@ -123,13 +134,15 @@ def _readinto_setup(ctx: RunContext) -> None:
     ctx.state["bufs"] = bufs
 
 
-@register("readinto", roofline="page_cache_read", setup=_readinto_setup,
+@register("readinto", setup=_readinto_setup,
           doc="readinto a preallocated, pre-faulted bytearray (the copy alone)")
 def readinto(ctx: RunContext) -> None:
     """``readinto`` a bytearray allocated and faulted in before timing (its RSS is in the
     baseline): the cost of the copy out of the page cache, without allocation."""
     n = 0
+    ctx.file_buffers = {}
     for f, buf in zip(ctx.files, ctx.state["bufs"]):
+        ctx.file_buffers[f] = buf
         mv = memoryview(buf)
         with open(f, "rb", buffering=0) as fh:
             got = 0
@@ -144,7 +157,7 @@ def readinto(ctx: RunContext) -> None:
     ctx.note("destination pre-faulted before timing")
 
 
-@register("per_tensor_copy", roofline="memcpy", applies=needs_tensors,
+@register("per_tensor_copy", applies=needs_tensors,
           doc="copy each stored tensor out of a read-only map with numpy")
 def per_tensor_copy(ctx: RunContext) -> None:
     """Map the files, then ``np.frombuffer(map, ...).copy()`` every unique stored tensor."""
@@ -152,9 +165,12 @@ def per_tensor_copy(ctx: RunContext) -> None:
 
     maps = ctx.maps()
     n = 0
-    for f, off, nbytes, _, _ in ctx.tensor_ranges():
-        ctx.keep(np.frombuffer(maps[f], dtype=np.uint8, count=nbytes, offset=off).copy())
+    copies = []
+    for f, off, nbytes in ctx.extents():
+        copies.append(ctx.keep(np.frombuffer(maps[f], dtype=np.uint8, count=nbytes,
+                                             offset=off).copy()))
         n += nbytes
+    ctx.weight_buffers = copies
     ctx.moved(n, copied=n)
 
 
@@ -162,6 +178,7 @@ def per_tensor_copy(ctx: RunContext) -> None:
 
 def _mmap_touch(ctx: RunContext, advice: int | None = None, populate: bool = False) -> None:
     n = 0
+    ctx.file_buffers = {}
     for f in dict.fromkeys(ctx.files):
         size = ctx.size(f)
         if size == 0:
@@ -172,7 +189,7 @@ def _mmap_touch(ctx: RunContext, advice: int | None = None, populate: bool = Fal
                 mm = mmap.mmap(fh.fileno(), 0, flags=flags, prot=mmap.PROT_READ)
             else:
                 mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-        ctx.keep(mm)
+        ctx.file_buffers[f] = ctx.keep(mm)
         if advice is not None:
             mm.madvise(advice)
         touch_bytes(mm)
@@ -180,21 +197,21 @@ def _mmap_touch(ctx: RunContext, advice: int | None = None, populate: bool = Fal
     ctx.moved(n, copied=0)
 
 
-@register("mmap_touch", roofline="memcpy", copies=False,
+@register("mmap_touch", copies=False,
           doc="mmap read-only, touch one byte per page")
 def mmap_touch(ctx: RunContext) -> None:
     """Map every file read-only and touch one byte of each page (demand paging)."""
     _mmap_touch(ctx)
 
 
-@register("mmap_willneed", roofline="memcpy", copies=False,
+@register("mmap_willneed", copies=False,
           doc="mmap + madvise(MADV_WILLNEED), then touch")
 def mmap_willneed(ctx: RunContext) -> None:
     """As ``mmap_touch`` after ``madvise(MADV_WILLNEED)`` (asynchronous read-ahead)."""
     _mmap_touch(ctx, advice=mmap.MADV_WILLNEED)
 
 
-@register("mmap_sequential", roofline="memcpy", copies=False,
+@register("mmap_sequential", copies=False,
           doc="mmap + madvise(MADV_SEQUENTIAL), then touch")
 def mmap_sequential(ctx: RunContext) -> None:
     """As ``mmap_touch`` after ``madvise(MADV_SEQUENTIAL)`` (aggressive read-ahead)."""
@@ -205,7 +222,7 @@ def _populate_apply(plan: Plan) -> str | None:
     return None if hasattr(mmap, "MAP_POPULATE") else "mmap.MAP_POPULATE is not available here"
 
 
-@register("mmap_populate", roofline="memcpy", copies=False, applies=_populate_apply,
+@register("mmap_populate", copies=False, applies=_populate_apply,
           doc="mmap with MAP_POPULATE (the kernel maps every page up front), then touch")
 def mmap_populate(ctx: RunContext) -> None:
     """Map with ``MAP_POPULATE``: the page tables are filled inside ``mmap`` itself."""
@@ -234,14 +251,15 @@ def views_setup(ctx: RunContext) -> None:
             touch_array(art.tensor(plan.tensors[0][4]))
 
 
-@register("torch_frombuffer", roofline="memcpy", copies=False, applies=_tensors_and_torch,
-          setup=_torch_setup,
+@register("torch_frombuffer", copies=False, applies=_tensors_and_torch,
+          setup=_torch_setup, preload=("torch",),
           doc="torch.frombuffer views of the map per tensor (typed, no copy), then touch")
 def torch_frombuffer(ctx: RunContext) -> None:
     """One ``torch.frombuffer`` view per unique stored tensor, viewed as its dtype, touched."""
     torch = ctx.state["torch"]
     maps = ctx.maps()
     n = chk = 0
+    views = []
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*not writable.*")
         for f, off, nbytes, dtype, _ in ctx.tensor_ranges():
@@ -254,13 +272,16 @@ def torch_frombuffer(ctx: RunContext) -> None:
                 ctx.keep(t.view(dt))
             else:
                 ctx.keep(t)
+            views.append(t)
             chk += int(t[::PAGE].sum()) + int(t[-1])
             n += nbytes
+    ctx.weight_buffers = views  # the consuming pass reads through these tensors' memory
     ctx.moved(n, copied=0)
 
 
-@register("wb_views", roofline="memcpy", copies=False, applies=_workbench_views_apply,
-          setup=views_setup, doc="workbench.open + art.tensor(name) for every stored tensor, then touch")
+@register("wb_views", copies=False, applies=_workbench_views_apply, setup=views_setup,
+          preload=_VIEWS_PRELOAD,
+          doc="workbench.open + art.tensor(name) for every stored tensor, then touch")
 def workbench_views(ctx: RunContext) -> None:
     """Our zero-copy views: open the artifact (parse included) and view + touch every tensor."""
     from .._open import open as wb_open
@@ -269,13 +290,39 @@ def workbench_views(ctx: RunContext) -> None:
     art = ctx.keep(wb_open(plan.path, data=plan.open_data) if plan.format == "pte"
                    else wb_open(plan.path))
     n = 0
+    views = []
     for _, _, nbytes, _, name in ctx.tensor_ranges() if plan.tensors else ():
-        touch_array(ctx.keep(art.tensor(name)))
+        if nbytes == 0:
+            continue
+        v = ctx.keep(art.tensor(name))
+        touch_array(v)
+        views.append(v)
         n += nbytes
+    ctx.weight_buffers = views  # the consuming pass reads the views' bytes
     ctx.moved(n, copied=0)
 
 
 # -- rooflines -------------------------------------------------------------------------------------
+
+def ram_read_roofline(plan: Plan) -> dict[str, Any]:
+    """:func:`~workbench.loadpaths.checksum` over a pre-faulted buffer as large as the weights
+    (1 MiB - 512 MiB): the same read, of bytes already in memory — the floor of every CPU
+    path's ``wall_s``. Best of at least three trials (more for small buffers, up to 0.2 s)."""
+    import numpy as np
+
+    n = int(min(max(plan.payload_bytes(), MiB), 512 * MiB))
+    buf = np.ones(n, dtype=np.uint8)
+    best = float("inf")
+    trials = 0
+    start = time.perf_counter()
+    while trials < 3 or (trials < 50 and time.perf_counter() - start < 0.2):
+        t0 = time.perf_counter()
+        checksum(buf)
+        best = min(best, time.perf_counter() - t0)
+        trials += 1
+    return {"name": "ram_read", "device": "cpu", "gbps": n / best / 1e9, "bytes": n,
+            "seconds": best, "note": f"checksum of a pre-faulted {n} B buffer, best of {trials}"}
+
 
 def memcpy_roofline(plan: Plan) -> dict[str, Any]:
     """Large ``np.copyto`` between pre-faulted buffers (64-512 MiB, the payload size if between):

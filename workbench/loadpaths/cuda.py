@@ -14,6 +14,11 @@ returns:
 * ``gds`` — GPUDirect Storage through ``kvikio.CuFile.pread`` (file -> GPU, no host copy
   when GDS is really available; kvikio's POSIX compatibility mode otherwise, noted).
 
+Their read phase (``consume = device_checksum``) is :func:`device_checksum` on the GPU over
+the device copy of every extent: the same number as the CPU's
+:func:`~workbench.loadpaths.checksum` of the file's bytes, so the profile checks that the
+right bytes arrived.
+
 Without ``torch.cuda.is_available()`` every CUDA path is a ``skipped`` row with the reason.
 The roofline is a large pinned ``cudaMemcpy`` (host -> device) measured in the same run.
 
@@ -29,7 +34,7 @@ import importlib.util
 import time
 from typing import Any
 
-from ._base import PAGE, Plan, RunContext, Skip, register
+from ._base import PAGE, WRAP, Plan, RunContext, Skip, register
 
 MiB = 1 << 20
 #: Size of each of the two pinned staging buffers of ``pinned_h2d``.
@@ -89,8 +94,64 @@ def _packed_destination(ctx: RunContext) -> tuple[Any, list[tuple[str, int, int,
     return dst, layout
 
 
+def device_checksum(torch: Any, pieces: list[Any]) -> int:
+    """:func:`~workbench.loadpaths.checksum` of 1-D ``uint8`` tensors, computed where they
+    live (on the GPU for device tensors), with one transfer of a few numbers at the end.
+
+    Each piece's body is read as ``int32`` halves of its little-endian 64-bit words; a half
+    is summed as signed ``int64`` and corrected by 2**32 per negative value, so no
+    intermediate overflows (pieces under 8 GiB); the tail bytes are copied back.
+
+    Example:
+        >>> import torch                                                      # doctest: +SKIP
+        >>> device_checksum(torch, [torch.tensor([1, 0, 0, 0, 0, 0, 0, 0, 2], dtype=torch.uint8)])
+        3
+    """
+    parts = []
+    tails = []
+    for t in pieces:
+        n = int(t.numel())
+        body = n - n % 8
+        if body:
+            b = t[:body]
+            if b.storage_offset() % 8:
+                b = b.clone()  # int32 views need an aligned start
+            h = b.view(torch.int32)
+            lo, hi = h[0::2], h[1::2]
+            parts.append(torch.stack([lo.sum(dtype=torch.int64), (lo < 0).sum(dtype=torch.int64),
+                                      hi.sum(dtype=torch.int64), (hi < 0).sum(dtype=torch.int64)]))
+        if body < n:
+            tails.append(t[body:])
+    total = 0
+    if parts:
+        for lo_s, lo_neg, hi_s, hi_neg in torch.stack(parts).cpu().tolist():
+            total += (lo_s + (lo_neg << 32)) + ((hi_s + (hi_neg << 32)) << 32)
+    if tails:
+        flat = bytes(torch.cat(tails).cpu().tolist())
+        at = 0
+        for tail in tails:
+            k = int(tail.numel())
+            total += int.from_bytes(flat[at:at + k], "little")
+            at += k
+    return total % WRAP
+
+
+def consume_device(ctx: RunContext) -> None:
+    """Read phase of the CUDA paths: :func:`device_checksum` over ``ctx.weight_buffers``
+    (the device copy of every extent), synchronised."""
+    torch = ctx.state["torch"]
+    pieces = ctx.weight_buffers or []
+    total = device_checksum(torch, pieces)
+    ctx.consumed(sum(int(p.numel()) for p in pieces), total, "device_checksum")
+
+
+def _packed_pieces(dst: Any, layout: list[tuple[str, int, int, int]]) -> list[Any]:
+    return [dst[pos:pos + n] for _, _, n, pos in layout]
+
+
 @register("pageable_h2d", device="cuda", roofline="h2d_pinned", applies=_applies,
-          setup=cuda_setup, doc="per tensor: torch.frombuffer(map).to('cuda') (pageable source)")
+          setup=cuda_setup, consume=consume_device, preload=("torch",),
+          doc="per tensor: torch.frombuffer(map).to('cuda') (pageable source)")
 def pageable_h2d(ctx: RunContext) -> None:
     """``.to("cuda")`` of an ordinary host tensor (a view of the map), tensor by tensor."""
     import warnings
@@ -98,13 +159,15 @@ def pageable_h2d(ctx: RunContext) -> None:
     torch = ctx.state["torch"]
     maps = ctx.maps()
     n = 0
+    pieces = []
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*not writable.*")
         for f, off, nbytes in ctx.extents():
             src = torch.frombuffer(maps[f], dtype=torch.uint8, count=nbytes, offset=off)
-            ctx.keep(src.to("cuda"))
+            pieces.append(ctx.keep(src.to("cuda")))
             n += nbytes
     torch.cuda.synchronize()
+    ctx.weight_buffers = pieces
     ctx.moved(n, copied=n)
 
 
@@ -145,7 +208,7 @@ def staging_plan(layout: list[tuple[str, int, int, int]], chunk: int
 
 
 @register("pinned_h2d", device="cuda", roofline="h2d_pinned", applies=_applies,
-          setup=cuda_setup,
+          setup=cuda_setup, consume=consume_device, preload=("torch",),
           doc="CPU copy into two pinned chunks, async copies on two streams (double-buffered)")
 def pinned_h2d(ctx: RunContext) -> None:
     """Stage through two pinned buffers: while one chunk is copied to the GPU on its stream,
@@ -172,12 +235,13 @@ def pinned_h2d(ctx: RunContext) -> None:
             done[slot] = torch.cuda.Event()
             done[slot].record(streams[slot])
     torch.cuda.synchronize()
+    ctx.weight_buffers = _packed_pieces(dst, layout)
     ctx.moved(total, copied=total)
     ctx.note(f"2 x {chunk} B pinned staging buffers")
 
 
 @register("registered_h2d", device="cuda", roofline="h2d_pinned", applies=_applies,
-          setup=cuda_setup,
+          setup=cuda_setup, consume=consume_device, preload=("torch",),
           doc="cudaHostRegister(read-only) on the mapped file, then async copies")
 def registered_h2d(ctx: RunContext) -> None:
     """Pin the file's mapped pages in place with ``cudaHostRegister`` and DMA from them."""
@@ -210,6 +274,7 @@ def registered_h2d(ctx: RunContext) -> None:
             src = torch.frombuffer(maps[f], dtype=torch.uint8, count=nbytes, offset=off)
             dst[pos:pos + nbytes].copy_(src, non_blocking=True)
     stream.synchronize()
+    ctx.weight_buffers = _packed_pieces(dst, layout)
     ctx.moved(int(dst.numel()), copied=int(dst.numel()))
 
 
@@ -235,7 +300,8 @@ def _kvikio_compat(kvikio: Any) -> str:
 
 
 @register("gds", device="cuda", roofline="h2d_pinned", applies=_kvikio_applies,
-          setup=_gds_setup, doc="kvikio.CuFile.pread: file -> GPU (GPUDirect Storage)")
+          setup=_gds_setup, consume=consume_device, preload=("torch",),
+          doc="kvikio.CuFile.pread: file -> GPU (GPUDirect Storage)")
 def gds(ctx: RunContext) -> None:
     """Read every extent straight into device memory with cuFile (``kvikio``)."""
     kvikio = ctx.state["kvikio"]
@@ -254,6 +320,7 @@ def gds(ctx: RunContext) -> None:
             fh.close()
     if got != dst.numel():
         raise RuntimeError(f"cuFile read {got} of {int(dst.numel())} bytes")
+    ctx.weight_buffers = _packed_pieces(dst, layout)
     ctx.moved(got, copied=got)
     ctx.note(_kvikio_compat(kvikio))
 

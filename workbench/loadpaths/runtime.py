@@ -3,6 +3,10 @@
 * ``executorch_runtime`` — ``Runtime.get().load_program(path, data_path=...)`` and
   ``load_method`` for every method. The bindings map the file (mmap + mlock, mlock errors
   ignored): zero-copy, the pages show as file-backed and locked (``locked`` column).
+  Python cannot reach the runtime's weights, so the read phase of every runtime path is the
+  **first execution** of ``forward`` (inputs built from its ``method_meta``: seeded normal
+  floats, zero integers): ``wall_s`` is the time to the first inference, and ``steady_s``
+  a second execution (the difference is the first-run penalty).
 * ``executorch_buffer`` — the same from an in-memory ``bytes`` copy of the ``.pte`` (read
   included in the time); the bytes stay referenced while the program lives.
 * ``*_no_ptd`` — both without the ``.ptd`` data file. An XNNPACK program with external
@@ -16,7 +20,7 @@
 Example:
     >>> prof = wb.profile("sample_models/mlp_xnnpack_external.pte",
     ...                   paths=["executorch_runtime", "executorch_runtime_no_ptd"])  # doctest: +SKIP
-    >>> prof.frame[["path", "status", "rc", "error"]]                              # doctest: +SKIP
+    >>> prof.frame[["path", "status", "load_s", "read_s", "steady_s"]]             # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -25,8 +29,11 @@ import importlib.util
 import warnings
 from typing import Any
 
-from ._base import Plan, RunContext, Skip, register
-from .cpu import needs_tensors, needs_torch, views_setup, workbench_views
+from ._base import Plan, RunContext, Skip, checksum, register
+from .cpu import _VIEWS_PRELOAD, needs_tensors, needs_torch, views_setup, workbench_views
+
+#: Modules a fork server imports once for the runtime's paths (~15 s on a busy 2-core machine).
+_ET_PRELOAD = ("executorch.runtime",)
 
 # -- applicability -----------------------------------------------------------------------------
 
@@ -100,14 +107,67 @@ def _et_setup(ctx: RunContext) -> None:
         from executorch.runtime import Runtime
     except ImportError as e:
         raise Skip(f"executorch.runtime cannot be imported: {e}") from e
+    import torch
+
+    torch.randn(1, generator=torch.Generator().manual_seed(0))  # first-call costs, untimed
     ctx.state["rt"] = Runtime.get()
 
 
 def _load_methods(ctx: RunContext, prog: Any) -> None:
     names = sorted(prog.method_names)
+    methods = ctx.state["methods"] = {}
     for name in names:
-        ctx.keep(prog.load_method(name))
+        methods[name] = ctx.keep(prog.load_method(name))
     ctx.note(f"{len(names)} method(s) loaded")
+
+
+def method_inputs(meta: Any, seed: int = 0) -> list[Any]:
+    """Inputs for a method from its ``MethodMeta``: seeded normal floats, zero integers and
+    booleans, with the sizes and dtypes the method declares (``wb.run`` builds the same).
+
+    Example:
+        >>> from executorch.runtime import Runtime                              # doctest: +SKIP
+        >>> m = Runtime.get().load_program("sample_models/mlp_portable.pte").load_method("forward")
+        >>> [tuple(t.shape) for t in method_inputs(m.metadata)]                 # doctest: +SKIP
+        [(1, 16)]
+    """
+    import torch
+
+    from ..dtypes import SCALAR_TYPES
+
+    gen = torch.Generator().manual_seed(seed)
+    out = []
+    for i in range(meta.num_inputs()):
+        t = meta.input_tensor_meta(i)
+        dt = getattr(torch, SCALAR_TYPES[int(t.dtype())].name)
+        shape = tuple(int(d) for d in t.sizes())
+        out.append(torch.randn(shape, generator=gen).to(dt) if dt.is_floating_point
+                   else torch.zeros(shape, dtype=dt))
+    return out
+
+
+def consume_forward(ctx: RunContext) -> None:
+    """The read phase of the runtime's paths: the first execution of ``forward`` (else the
+    program's first method), which reads the weights it uses. The checksum is the outputs'
+    (the same for every loader of one program); a second execution is left in ``ctx.again``."""
+    import torch
+
+    methods = ctx.state.get("methods") or {}
+    if not methods:
+        raise RuntimeError("the program has no method to execute")
+    name = "forward" if "forward" in methods else sorted(methods)[0]
+    method = methods[name]
+    inputs = method_inputs(method.metadata)
+    outputs = ctx.keep(method.execute(inputs))
+    total = 0
+    for o in outputs if isinstance(outputs, (list, tuple)) else [outputs]:
+        if hasattr(o, "numel") and o.numel():
+            t = o.detach().cpu().contiguous()
+            total += checksum(t.reshape(-1).view(torch.uint8).numpy())
+    ctx.consumed(sum(n for _, _, n in ctx.extents()), total, "forward")
+    ctx.checksum_comparable = False
+    ctx.again = lambda: method.execute(inputs)
+    ctx.note(f"read = first {name}() (inputs from method_meta)")
 
 
 def _load(ctx: RunContext, data: str | None, from_bytes: bool) -> None:
@@ -126,20 +186,23 @@ def _load(ctx: RunContext, data: str | None, from_bytes: bool) -> None:
 
 
 @register("executorch_runtime", files="program+data", copies=False, applies=_with_data,
-          setup=_et_setup, doc="Runtime.load_program(path, data_path=.ptd) + load_method (mmap+mlock)")
+          setup=_et_setup, consume=consume_forward, preload=_ET_PRELOAD,
+          doc="Runtime.load_program(path, data_path=.ptd) + load_method (mmap+mlock)")
 def executorch_runtime(ctx: RunContext) -> None:
     """The ExecuTorch runtime's own file loader (with the ``.ptd`` when there is one)."""
     _load(ctx, ctx.plan.data_files[0] if ctx.plan.data_files else None, from_bytes=False)
 
 
 @register("executorch_runtime_no_ptd", files="program", copies=False, applies=_without_data,
-          setup=_et_setup, doc="as executorch_runtime without the .ptd (may crash: XNNPACK)")
+          setup=_et_setup, consume=consume_forward, preload=_ET_PRELOAD,
+          doc="as executorch_runtime without the .ptd (may crash: XNNPACK)")
 def executorch_runtime_no_ptd(ctx: RunContext) -> None:
     """The runtime's file loader without the program's ``.ptd``."""
     _load(ctx, None, from_bytes=False)
 
 
 @register("executorch_buffer", files="program+data", applies=_with_data, setup=_et_setup,
+          consume=consume_forward, preload=_ET_PRELOAD,
           doc="read the .pte into bytes, Runtime.load_program(bytes, data_path=.ptd) + load_method")
 def executorch_buffer(ctx: RunContext) -> None:
     """The runtime's buffer loader over a ``bytes`` copy of the ``.pte`` (kept alive)."""
@@ -147,6 +210,7 @@ def executorch_buffer(ctx: RunContext) -> None:
 
 
 @register("executorch_buffer_no_ptd", files="program", applies=_without_data, setup=_et_setup,
+          consume=consume_forward, preload=_ET_PRELOAD,
           doc="as executorch_buffer without the .ptd (may crash: XNNPACK)")
 def executorch_buffer_no_ptd(ctx: RunContext) -> None:
     """The runtime's buffer loader without the program's ``.ptd``."""
@@ -184,7 +248,21 @@ def _unique_tensor_bytes(torch: Any, tensors: Any) -> int:
     return n
 
 
+def _unique_storages(torch: Any, tensors: Any) -> list[Any]:
+    seen: set[int] = set()
+    out = []
+    for t in tensors:
+        if not isinstance(t, torch.Tensor):
+            continue
+        st = t.untyped_storage()
+        if st.data_ptr() not in seen and st.nbytes():
+            seen.add(st.data_ptr())
+            out.append(torch.empty(0, dtype=torch.uint8).set_(st))
+    return out
+
+
 @register("pt2_export_load", files="program", applies=_pt2_export, setup=_export_load_setup,
+          preload=("torch", "torch._export.serde.serialize"),
           doc="torch.export.load (unpickles: trusted files only)")
 def pt2_export_load(ctx: RunContext) -> None:
     """``torch.export.load``: every weight is read into a new tensor."""
@@ -192,11 +270,17 @@ def pt2_export_load(ctx: RunContext) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         ep = ctx.keep(torch.export.load(ctx.plan.path))
-    n = _unique_tensor_bytes(torch, [*ep.state_dict.values(), *ep.constants.values()])
+    tensors = [*ep.state_dict.values(), *ep.constants.values()]
+    n = _unique_tensor_bytes(torch, tensors)
+    # the read phase sums torch's own storages: the same bytes, but cut and deduplicated
+    # by torch, so the checksum is not compared with the file's
+    ctx.weight_buffers = _unique_storages(torch, tensors)
+    ctx.checksum_comparable = False
     ctx.moved(n, copied=n)
 
 
 @register("pt2_views", files="program", copies=False, applies=_pt2_views, setup=views_setup,
+          preload=_VIEWS_PRELOAD,
           doc="workbench.open + art.tensor(name) for every tensor of the archive, then touch")
 def pt2_views(ctx: RunContext) -> None:
     """Our zero-copy views of a ``.pt2`` (the same function as ``wb_views``)."""
@@ -216,6 +300,7 @@ def _cuda_et_setup(ctx: RunContext) -> None:
 
 @register("executorch_cuda", device="cuda", roofline="h2d_pinned", files="program+data",
           applies=_cuda_program, setup=_cuda_et_setup,
+          consume=consume_forward,
           doc="ExecuTorch CUDA backend: load_program(+.ptd) + load_method")
 def executorch_cuda(ctx: RunContext) -> None:
     """A program lowered to the ExecuTorch CUDA backend, loaded by the runtime."""

@@ -20,9 +20,9 @@ __all__ = ["LoadPathProfiler", "DEFAULT_PATHS"]
 DEFAULT_PATHS = ("read", "readinto", "per_tensor_copy", "mmap_touch", "mmap_populate", "wb_views",
                  "pt2_views")
 #: Columns of the results table (those present, in this order).
-SUMMARY_COLUMNS = ("path", "device", "status", "runs", "wall_s", "bytes", "gbps", "frac_roofline",
-                   "roofline", "peak_rss_growth", "rss_anon_growth", "rss_file_growth",
-                   "cold_achieved", "error", "note")
+SUMMARY_COLUMNS = ("path", "device", "status", "runs", "load_s", "read_s", "wall_s", "consume",
+                   "read_bytes", "gbps", "frac_roofline", "roofline", "peak_rss_growth",
+                   "rss_anon_growth", "rss_file_growth", "locked", "cold_achieved", "error", "note")
 
 
 class LoadPathProfiler(widgets.VBox):
@@ -31,7 +31,10 @@ class LoadPathProfiler(widgets.VBox):
     One checkbox per registered load path (:data:`workbench.loadpaths.PATHS`); paths that do
     not apply here — CUDA paths without a GPU, ``.pt2`` paths for a ``.pte``, … — are
     disabled, with the reason next to them. *Run* profiles the ticked paths one after the
-    other (each run in a fresh process, see :func:`workbench.profile`), with its progress bar.
+    other (each run in a new process, see :func:`workbench.profile`), with its progress bar.
+    The table shows each path's load and read phases (the read reads every weight byte once,
+    so totals compare like with like); the chart stacks them, with the spread of the runs.
+    When a cold run could not evict the files, the status line says so and why.
 
     Args:
         path: the artifact (its folder's artifacts are offered in the picker).
@@ -145,6 +148,8 @@ class LoadPathProfiler(widgets.VBox):
         rl = prof.rooflines
         parts = [f"{n} {g:,.2f} GB/s" for n, g in zip(rl["name"], rl["gbps"]) if g == g]
         self.rooflines.value = note_html("rooflines measured in this run: " + (", ".join(parts) or "none"))
+        if prof.cold_notes:  # a "cold" run that was not: never let it pass for one
+            self.status.note(prof.cold_notes[0])
         s = prof.summary
         self.table.set_frame(s[[c for c in SUMMARY_COLUMNS if c in s]])
         self.chart.show(prof.plot)
