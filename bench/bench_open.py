@@ -44,6 +44,16 @@ Targets: on ``big`` ours is >= 100x faster and grows RSS by <= 20 MB; on
 ``many`` ours is >= 50x faster.  With ``--quick`` small stand-in files are used
 (4 x ``Linear(512)``, 100 blocks) and the targets are informative only.
 
+Frames only (``--frames``)
+--------------------------
+``--frames instructions,lifetimes,memory_efficiency`` times building just those frames:
+each worker opens the file and builds ``tensors`` and ``segments`` untimed (after the same
+warm-up), then builds the listed frames, timed. With ``--baseline DIR`` a second side,
+``before``, runs the same worker with ``workbench`` imported from ``DIR`` (an older checkout,
+e.g. ``git archive HEAD workbench | tar -x -C /tmp/wb-before``), alternating with ``ours``
+run by run, so both see the same machine load; the table gives ``before/ours``. Target:
+``ours`` under 10 ms on ``many``.
+
 Usage
 -----
 ::
@@ -53,6 +63,8 @@ Usage
     .venv/bin/python bench/bench_open.py --only big --repeat 9 --json out.json
     .venv/bin/python bench/bench_open.py --check         # exit 1 if a target is missed
     .venv/bin/python bench/bench_open.py --kind ptd      # .ptd files vs FlatTensorSerializer
+    .venv/bin/python bench/bench_open.py --only many --repeat 15 \
+        --frames instructions,lifetimes,memory_efficiency --baseline /tmp/wb-before
 
 Run it from the repository root (the workers import ``workbench`` from there).
 """
@@ -96,8 +108,42 @@ KINDS = {"pte": ("big", "many"), "ptd": ("big_external", "many_external")}
 # --------------------------------------------------------------------------
 
 
+#: The frames a ``--frames`` worker builds (passed through the environment).
+FRAMES_ENV = "WORKBENCH_BENCH_FRAMES"
+#: Target of ``--frames`` on ``many``: ours builds them in under this many seconds.
+FRAMES_TARGET_S = 0.010
+
+
 def _worker(side: str, path: str) -> dict:
     """Do the imports, then time one operation on ``path`` and measure RSS."""
+    frames_only = [f for f in os.environ.get(FRAMES_ENV, "").split(",") if f]
+    if frames_only and side in ("ours", "before"):
+        import numpy
+        import pandas
+
+        import workbench
+
+        opened: dict[str, object] = {}
+
+        def prepare(path: str) -> None:
+            art = workbench.open(path)
+            art.frames["tensors"]
+            art.frames["segments"]
+            opened["art"] = art
+
+        def op(path: str):
+            art = opened.pop("art")
+            return [art.frames[k] for k in frames_only]
+
+        def describe(res) -> dict:
+            return {"frames": len(res), "frame_rows": sum(len(df) for df in res),
+                    "workbench": os.path.dirname(os.path.dirname(workbench.__file__))}
+
+        prepare(WARMUP)
+        op(WARMUP)
+        prepare(path)
+        return _measure_op(op, path, describe)
+
     if side == "ours":
         import numpy  # noqa: F401
         import pandas  # noqa: F401
@@ -152,6 +198,11 @@ def _worker(side: str, path: str) -> dict:
     # (pandas' array machinery, the reference's flatc/json/dataclass setup) are paid here,
     # so the timed call measures the work that scales with the file.
     op(WARMUP_PTD if path.endswith(".ptd") else WARMUP)
+    return _measure_op(op, path, describe)
+
+
+def _measure_op(op, path: str, describe) -> dict:
+    """Time ``op(path)`` once and measure the RSS it adds."""
     hwm_reset = reset_hwm()
     rss_before = status_kb("VmRSS")
     maxrss_before = maxrss_kb()
@@ -186,9 +237,12 @@ def _safe_len(obj) -> int | None:
 # --------------------------------------------------------------------------
 
 
-def _run_worker(side: str, path: Path, timeout: float) -> dict:
+def _run_worker(side: str, path: Path, timeout: float, frames: str = "",
+                baseline: str | None = None) -> dict:
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    home = baseline if side == "before" and baseline else str(REPO_ROOT)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [home, env.get("PYTHONPATH")]))
+    env[FRAMES_ENV] = frames
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", side, str(path)]
     try:
         proc = subprocess.run(
@@ -234,6 +288,60 @@ def _summarize(runs: list[dict]) -> dict:
         failed_runs=len(runs) - len(ok),
     )
     return summary
+
+
+def _bench_frames(key: str, spec: Spec, repeat: int, timeout: float, frames: str,
+                  baseline: str | None) -> dict:
+    """``--frames``: ours (and before) alternating, run by run."""
+    path = ensure(spec)
+    _warm_page_cache(path)
+    sides = ("ours", "before") if baseline else ("ours",)
+    result: dict = {"key": key, "path": str(path), "size_bytes": path.stat().st_size,
+                    "spec": spec.describe(), "frames": frames, "baseline": baseline}
+    runs: dict[str, list] = {s: [] for s in sides}
+    for i in range(repeat):
+        for side in sides:
+            r = _run_worker(side, path, timeout, frames, baseline)
+            msg = r.get("error") or f"{r['time_s'] * 1e3:.2f} ms"
+            print(f"  {key:<5} {side:<7} run {i + 1}/{repeat}: {msg}", file=sys.stderr,
+                  flush=True)
+            runs[side].append(r)
+    for side in sides:
+        result[side] = _summarize(runs[side])
+    ours, before = result["ours"], result.get("before", {})
+    if "median_s" in ours and "median_s" in before and ours["median_s"] > 0:
+        result["speedup"] = before["median_s"] / ours["median_s"]
+    return result
+
+
+def _print_frames_table(results: list[dict]) -> list[tuple[str, bool | None, str]]:
+    header = (f"{'file':<16} {'frames':<44} {'ours med ms':>11} {'ours min ms':>11} "
+              f"{'before med ms':>13} {'before/ours':>11}")
+    print(header)
+    print("-" * len(header))
+    checks = []
+    for r in results:
+        ours, before = r["ours"], r.get("before", {})
+        med = ours.get("median_s")
+        print(f"{Path(r['path']).name:<16} {r['frames'][:44]:<44} "
+              f"{_fmt(med and med * 1e3, '.2f'):>11} "
+              f"{_fmt(ours.get('min_s') and ours['min_s'] * 1e3, '.2f'):>11} "
+              f"{_fmt(before.get('median_s') and before['median_s'] * 1e3, '.2f'):>13} "
+              f"{_fmt(r.get('speedup'), '.1f'):>11}")
+        for side in ("ours", "before"):
+            if "error" in r.get(side, {}):
+                print(f"! {r['key']} {side}: {r[side]['error']}")
+        if r["key"] == "many":
+            checks.append((f"many: ours builds {r['frames']} in < {FRAMES_TARGET_S * 1e3:g} ms",
+                           None if med is None else med < FRAMES_TARGET_S,
+                           "n/a" if med is None else f"{med * 1e3:.2f} ms"))
+    if results and results[0].get("baseline"):
+        print(f"before: workbench from {results[0]['baseline']}")
+    print("Targets:")
+    for desc, met, detail in checks:
+        mark = {True: "MET", False: "MISSED", None: "UNKNOWN"}[met]
+        print(f"  [{mark:^7}] {desc}  ({detail})")
+    return checks
 
 
 def _bench_file(key: str, spec: Spec, repeat: int, timeout: float) -> dict:
@@ -344,6 +452,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", metavar="OUT", help="write results as JSON to OUT")
     parser.add_argument("--check", action="store_true", help="exit 1 if a target is not met")
     parser.add_argument("--timeout", type=float, default=600.0, help="per-run subprocess timeout, s")
+    parser.add_argument("--frames", metavar="A,B", default="",
+                        help="time building only these frames (after an untimed open)")
+    parser.add_argument("--baseline", metavar="DIR",
+                        help="with --frames: also time workbench imported from DIR (before)")
     parser.add_argument("--worker", nargs=2, metavar=("SIDE", "PATH"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
@@ -356,11 +468,20 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--repeat must be >= 1")
     specs = QUICK_SPECS if args.quick else SPECS
     keys = [args.only] if args.only else list(KINDS[args.kind])
+    if args.baseline and not (Path(args.baseline) / "workbench" / "__init__.py").is_file():
+        parser.error(f"--baseline {args.baseline}: no workbench package there")
+    if args.baseline and not args.frames:
+        parser.error("--baseline needs --frames")
     results = []
     for key in keys:
         print(f"[bench] {key}: {specs[key].describe()}", file=sys.stderr, flush=True)
-        results.append(_bench_file(key, specs[key], args.repeat, args.timeout))
-    checks = _print_table(results, args.quick)
+        if args.frames:
+            results.append(_bench_frames(key, specs[key], args.repeat, args.timeout,
+                                         args.frames, args.baseline))
+        else:
+            results.append(_bench_file(key, specs[key], args.repeat, args.timeout))
+    checks = (_print_frames_table(results) if args.frames else
+              _print_table(results, args.quick))
 
     if args.json:
         payload = {

@@ -70,3 +70,35 @@ def test_fast_and_scalar_paths_agree_on_mutants(pte_path, tmp_path, monkeypatch)
             except AssertionError as e:
                 problems.append(str(e)[:300])
     assert not problems, "\n".join(problems[:10])
+
+
+# -- the instruction walk: vectorised (formats/pte/instructions._Walk) and per instruction ------
+
+INSTRUCTION_FRAMES = ("instructions", "lifetimes", "memory_efficiency")
+
+
+def instruction_frames(path, vectorised: bool, monkeypatch) -> dict:
+    """The instruction frames with the vectorised walk on or off (the reading is the same)."""
+    from workbench.formats.pte import instructions
+
+    with monkeypatch.context() as m:
+        if not vectorised:
+            m.setattr(instructions.InstructionColumns, "_walk", lambda self, mi: None)
+        art = wb.open(path, data=[])
+        try:
+            frames = {name: art.frames[name] for name in INSTRUCTION_FRAMES}
+            cols = art._parsed.builders["instructions"].__self__
+            walked = [cols._walk(k) is not None for k in range(len(cols.r.methods))]
+        finally:
+            art.close()
+    return {"frames": frames, "walked": walked}
+
+
+def test_instruction_walk_vectorised_equals_per_instruction(pte_path, monkeypatch):
+    """Every sample and layout variant: the vectorised walk is taken and gives the frames of
+    the per-instruction walk, exactly."""
+    fast = instruction_frames(pte_path, True, monkeypatch)
+    slow = instruction_frames(pte_path, False, monkeypatch)
+    assert all(fast["walked"]), f"{pte_path.name}: a method fell back to the scalar walk"
+    assert not any(slow["walked"])
+    assert_same_frames(fast["frames"], slow["frames"], pte_path.name)

@@ -360,3 +360,77 @@ def test_plots_of_time_and_memory_over_time():
     x = wb.timeline(sample("mlp_xnnpack.pte"), sample("mlp_xnnpack.etdp"))
     assert {p.get_label() for p in plots.timeline(x).axes[0].patches
             if p.get_gid() == "event"} == {"delegate", "framework"}
+
+
+# ----------------------------------------------------------------------- the vectorised walk
+
+
+def _random_plan(rng, rows: int, arenas: int, slots: int, instructions: int):
+    """A random memory plan: rows placed in a few reused byte ranges (as planners do), some
+    written by an instruction, some inputs, some of no bytes."""
+    import numpy as np
+
+    mem = rng.integers(0, arenas, rows)
+    lo = rng.integers(0, slots, rows) * 16
+    hi = lo + rng.choice([0, 16, 32, 64], rows, p=[0.05, 0.45, 0.3, 0.2])
+    w = np.where(rng.random(rows) < 0.5, rng.integers(0, instructions, rows), -1)
+    inputs = (w < 0) & (rng.random(rows) < 0.1)
+    start = rng.integers(0, instructions + 1, rows)
+    views = np.flatnonzero((w < 0) & ~inputs)
+    return views, mem, lo, hi, w, start, inputs
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_last_writers_fast_equals_the_sweep(seed):
+    """The vectorised search for the tensor a view reads against the sweep, on random plans:
+    aliasing writes, views and writes of no bytes, ties and inputs included (each of them
+    takes one of the two ways)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    views, mem, lo, hi, w, start, inputs = _random_plan(
+        rng, rows=int(rng.integers(1, 400)), arenas=int(rng.integers(1, 4)),
+        slots=int(rng.integers(1, 12)), instructions=int(rng.integers(1, 60)))
+    if seed % 2:  # no view and no write of zero bytes, no aliasing: the vectorised way
+        hi = np.maximum(hi, lo + 16)
+        _, first = np.unique(np.stack([mem, w]), axis=1, return_index=True)
+        w = np.where(np.isin(np.arange(len(w)), first) | (w < 0), w, -1)
+        views = np.flatnonzero((w < 0) & ~inputs)
+    want = pte_instructions._last_writers(views, mem, lo, hi, w, start, inputs)
+    k, base = pte_instructions._last_writers_fast(views, mem, lo, hi, w, start, inputs)
+    assert dict(zip(k.tolist(), base.tolist())) == want
+
+
+def test_returned_and_tuples_vectorised():
+    import numpy as np
+
+    rng = np.random.default_rng(5)
+    count = rng.integers(0, 140, 300)  # beyond _VECTOR_RETURNS too
+    flat = rng.integers(0, 4, int(count.sum()))  # small values: many repeats
+    start = np.cumsum(count) - count
+    args = [tuple(flat[s:s + c].tolist()) for s, c in zip(start, count)]
+    got = pte_instructions._returned_many(flat, start, count, np.arange(len(count)))
+    assert got.tolist() == [pte_instructions._returned(a) for a in args]
+    assert list(pte_instructions._tuples(flat, count)) == args
+    group = np.repeat(np.arange(len(count)), count)
+    keep = pte_instructions._first_of_each(group, flat)
+    kept = [tuple(flat[keep & (group == i)].tolist()) for i in range(len(count))]
+    assert kept == [tuple(dict.fromkeys(a)) for a in args]
+
+
+def test_last_writers_fast_ties_take_the_lowest_range():
+    """One instruction writes two disjoint rows that a view overlaps: the sweep keeps the one
+    lowest in the arena (its pieces come first), and so must the vectorised search."""
+    import numpy as np
+
+    for order in ((0, 1), (1, 0)):
+        lo = np.array([[0, 16][order[0]], [0, 16][order[1]], 0, 64])
+        hi = lo + np.array([16, 16, 32, 16])
+        mem = np.zeros(4, np.int64)
+        w = np.array([3, 3, -1, -1])
+        start = np.array([0, 0, 5, 5])
+        inputs = np.array([False, False, False, True])
+        views = np.array([2])
+        want = pte_instructions._last_writers(views, mem, lo, hi, w, start, inputs)
+        k, base = pte_instructions._last_writers_fast(views, mem, lo, hi, w, start, inputs)
+        assert dict(zip(k.tolist(), base.tolist())) == want == {2: int(np.argmin(lo[:2]))}

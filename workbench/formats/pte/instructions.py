@@ -17,7 +17,11 @@ but never written is a view (its bytes are another tensor's): its last use keeps
 last written to its bytes alive.
 
 Both the vectorised path and the scalar verifying path read slots by the names of
-:mod:`.schema`; any doubt on the fast path re-reads the method with the scalar path.
+:mod:`.schema`; any doubt on the fast path re-reads the method with the scalar path. The
+walk over the arguments (list members, reads and writes, uses, the tensor a view reads) has
+a vectorised path too (:class:`_Walk`); it gives the same frames and hands a method to the
+per-instruction walk where it doubts (a list it cannot read, aliasing writes of one
+instruction, a view of no bytes, or a view whose writer lies far back).
 
 Example:
     >>> import workbench as wb
@@ -28,7 +32,9 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -70,14 +76,55 @@ MAX_UNION_WORK = 20_000_000
 
 @dataclass
 class MethodInstructions:
-    """The instructions of one method as columns, in execution order (chain by chain)."""
+    """The instructions of one method as columns, in execution order (chain by chain).
+
+    The arguments are kept flat: ``flat[start[i]:start[i] + count[i]]`` are instruction
+    ``i``'s (value indices, as stored); :attr:`args` gives them as tuples.
+    """
     chain: np.ndarray  # int64
     instruction: np.ndarray  # int64: index in the chain
     kind: np.ndarray  # int64: InstructionArguments code
     index: np.ndarray  # int64: op_index / delegate_index (-1: neither)
-    args: list[tuple[int, ...]]
+    flat: np.ndarray  # int64: every argument, instruction after instruction
+    count: np.ndarray  # int64: arguments per instruction
     destination: np.ndarray  # int64: JumpFalseCall.destination_instruction (-1: none)
     table_offset: np.ndarray  # int64: the Instruction table
+    _args: Sequence[tuple[int, ...]] | None = None
+
+    @property
+    def start(self) -> np.ndarray:
+        """Where each instruction's arguments start in :attr:`flat`."""
+        return np.cumsum(self.count) - self.count
+
+    @property
+    def args(self) -> Sequence[tuple[int, ...]]:
+        """The arguments of each instruction as a tuple (made once)."""
+        if self._args is None:
+            self._args = _tuples(self.flat, self.count)
+        return self._args
+
+
+def _tuples(flat: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """``flat`` cut into consecutive tuples of ``counts`` elements (an object array).
+
+    Rows of one length are made together, by ``zip`` over their elements (no Python code
+    per row); a program has few distinct argument counts.
+    """
+    out = np.empty(len(counts), object)
+    start = np.cumsum(counts) - counts
+    for c in np.flatnonzero(np.bincount(counts)).tolist() if len(counts) else ():
+        rows = np.flatnonzero(counts == c)
+        if c == 0:
+            out[rows] = filled(len(rows), ())
+            continue
+        items = flat[(start[rows][:, None] + np.arange(c)).reshape(-1)].tolist()
+        out[rows] = np.fromiter(zip(*[iter(items)] * c), object, count=len(rows))
+    return out
+
+
+def _empty() -> MethodInstructions:
+    z = np.zeros(0, np.int64)
+    return MethodInstructions(z, z, z, z, z, z, z, z, [])
 
 
 def read_method(r: ProgramReader, plan: Table) -> MethodInstructions:
@@ -102,8 +149,7 @@ def _fast(r: ProgramReader, plan: Table) -> MethodInstructions:
         chain_parts.append(np.full(n, c, np.int64))
         idx_parts.append(np.arange(n, dtype=np.int64))
     if not pos_parts:
-        z = np.zeros(0, np.int64)
-        return MethodInstructions(z, z, z, z, [], z, z)
+        return _empty()
     pos = np.concatenate(pos_parts)
     ins = vec.tables(pos, "instructions")
     kind = ins.scalar(Instruction.instr_args_type, "u1").astype(np.int64)
@@ -113,7 +159,9 @@ def _fast(r: ProgramReader, plan: Table) -> MethodInstructions:
     n = len(pos)
     index = np.full(n, -1, np.int64)
     dest = np.full(n, -1, np.int64)
-    args: list[tuple[int, ...]] = [()] * n
+    count = np.zeros(n, np.int64)
+    vectors: list[tuple[np.ndarray, np.ndarray]] = []  # (rows, their arguments, flat)
+    scalars: list[tuple[np.ndarray, list[np.ndarray]]] = []  # (rows, one column per argument)
     for typ, slot, vslot in ((_I.KernelCall, KernelCall.op_index, KernelCall.args),
                              (_I.DelegateCall, DelegateCall.delegate_index, DelegateCall.args)):
         sel = np.flatnonzero(kind == typ)
@@ -122,30 +170,29 @@ def _fast(r: ProgramReader, plan: Table) -> MethodInstructions:
         T = vec.tables(ref[sel], "instr_args")
         index[sel] = T.scalar(slot, "<i4")
         starts, counts = T.vectors(vslot, 4)
-        flat = vec.flat(starts, counts, "<i4").tolist()
-        k = 0
-        for row, cnt in zip(sel.tolist(), counts.tolist()):
-            args[row] = tuple(flat[k:k + cnt])
-            k += cnt
-    sel = np.flatnonzero(kind == _I.MoveCall)
-    if len(sel):
-        T = vec.tables(ref[sel], "MoveCall")
-        for row, a, b in zip(sel.tolist(), T.scalar(MoveCall.move_from, "<i4").tolist(),
-                             T.scalar(MoveCall.move_to, "<i4").tolist()):
-            args[row] = (a, b)
-    sel = np.flatnonzero(kind == _I.JumpFalseCall)
-    if len(sel):
-        T = vec.tables(ref[sel], "JumpFalseCall")
-        dest[sel] = T.scalar(JumpFalseCall.destination_instruction, "<i4")
-        for row, a in zip(sel.tolist(), T.scalar(JumpFalseCall.cond_value_index, "<i4").tolist()):
-            args[row] = (a,)
-    sel = np.flatnonzero(kind == _I.FreeCall)
-    if len(sel):
-        T = vec.tables(ref[sel], "FreeCall")
-        for row, a in zip(sel.tolist(), T.scalar(FreeCall.value_index, "<i4").tolist()):
-            args[row] = (a,)
+        count[sel] = counts
+        vectors.append((sel, vec.flat(starts, counts, "<i4").astype(np.int64)))
+    for typ, path, slots in ((_I.MoveCall, "MoveCall", (MoveCall.move_from, MoveCall.move_to)),
+                             (_I.JumpFalseCall, "JumpFalseCall", (JumpFalseCall.cond_value_index,)),
+                             (_I.FreeCall, "FreeCall", (FreeCall.value_index,))):
+        sel = np.flatnonzero(kind == typ)
+        if not len(sel):
+            continue
+        T = vec.tables(ref[sel], path)
+        if typ == _I.JumpFalseCall:
+            dest[sel] = T.scalar(JumpFalseCall.destination_instruction, "<i4")
+        count[sel] = len(slots)
+        scalars.append((sel, [T.scalar(x, "<i4").astype(np.int64) for x in slots]))
+    flat = np.zeros(int(count.sum()), np.int64)
+    start = np.cumsum(count) - count
+    for sel, values in vectors:
+        c = count[sel]
+        flat[np.repeat(start[sel] - (np.cumsum(c) - c), c) + np.arange(len(values))] = values
+    for sel, cols in scalars:
+        for k, col in enumerate(cols):
+            flat[start[sel] + k] = col
     return MethodInstructions(np.concatenate(chain_parts), np.concatenate(idx_parts), kind,
-                              index, args, dest, pos)
+                              index, flat, count, dest, pos)
 
 
 def _slow(plan: Table) -> MethodInstructions:
@@ -170,11 +217,12 @@ def _slow(plan: Table) -> MethodInstructions:
                     args = (a.i32(FreeCall.value_index),)
             rows.append((c, i, t, index, args, dest, ins.pos))
     if not rows:
-        z = np.zeros(0, np.int64)
-        return MethodInstructions(z, z, z, z, [], z, z)
+        return _empty()
     c, i, t, index, args, dest, pos = zip(*rows)
     a = [np.array(x, np.int64) for x in (c, i, t, index, dest, pos)]
-    return MethodInstructions(a[0], a[1], a[2], a[3], list(args), a[4], a[5])
+    flat = np.fromiter(chain.from_iterable(args), np.int64)
+    count = np.fromiter(map(len, args), np.int64, count=len(args))
+    return MethodInstructions(a[0], a[1], a[2], a[3], flat, count, a[4], a[5], list(args))
 
 
 class InstructionColumns:
@@ -187,6 +235,20 @@ class InstructionColumns:
         self._rw: list[tuple[list, list]] | None = None
         self._spans: list[dict[str, np.ndarray]] | None = None
         self._lists: dict[tuple[int, int], tuple[int, ...]] = {}
+        self._walks: dict[int, _Walk | None] = {}
+
+    def _walk(self, mi: int) -> _Walk | None:
+        """The vectorised walk of method ``mi`` (``None``: the scalar walk does it)."""
+        if mi not in self._walks:
+            walk = None
+            if self.r.fast:
+                m = self.r.methods[mi]
+                try:
+                    walk = _Walk(self.r, m, self.records[mi], self._storage(m))
+                except SlowPath:
+                    walk = None
+            self._walks[mi] = walk
+        return self._walks[mi]
 
     @property
     def records(self) -> list[MethodInstructions]:
@@ -224,7 +286,10 @@ class InstructionColumns:
         """Per method: (reads, writes) tuples per instruction (see the module docstring)."""
         if self._rw is not None:
             return self._rw
-        self._rw = [self._rw_method(m, rec) for m, rec in zip(self.r.methods, self.records)]
+        self._rw = []
+        for mi, (m, rec) in enumerate(zip(self.r.methods, self.records)):
+            walk = self._walk(mi)
+            self._rw.append(walk.reads_writes() if walk is not None else self._rw_method(m, rec))
         return self._rw
 
     def _rw_method(self, m: Method, rec: MethodInstructions) -> tuple[list, list]:
@@ -286,19 +351,16 @@ class InstructionColumns:
         for mi, (m, rec, (reads, writes)) in enumerate(
                 zip(r.methods, self.records, self.reads_writes())):
             n = len(rec.kind)
-            ops = [f"{a}.{b}" if b else a for a, b in m.operators]
-            op = filled(n, None)
-            name = filled(n, None)
-            overload = filled(n, None)
-            deleg = filled(n, None)
-            for k, (kind, idx) in enumerate(zip(rec.kind.tolist(), rec.index.tolist())):
-                if kind == _I.KernelCall and 0 <= idx < len(ops):
-                    op[k] = ops[idx]
-                    name[k], overload[k] = m.operators[idx]
-                elif kind == _I.DelegateCall and 0 <= idx < len(m.delegates):
-                    deleg[k] = m.delegates[idx].id
             is_k = rec.kind == _I.KernelCall
             is_d = rec.kind == _I.DelegateCall
+            # names by index: the last entry (None) for instructions that name none
+            nk, nd = len(m.operators), len(m.delegates)
+            k_at = np.where(is_k & (rec.index >= 0) & (rec.index < nk), rec.index, nk)
+            d_at = np.where(is_d & (rec.index >= 0) & (rec.index < nd), rec.index, nd)
+            op = objects([*(f"{a}.{b}" if b else a for a, b in m.operators), None])[k_at]
+            name = objects([*(a for a, _ in m.operators), None])[k_at]
+            overload = objects([*(b for _, b in m.operators), None])[k_at]
+            deleg = objects([*(d.id for d in m.delegates), None])[d_at]
             parts.append({
                 "method": np.full(n, mi, np.int64), "chain": rec.chain,
                 "instruction": rec.instruction, "position": np.arange(n, dtype=np.int64),
@@ -322,8 +384,12 @@ class InstructionColumns:
             "table_offset": c["table_offset"],
         }
 
-    def _uses(self, m: Method, rec: MethodInstructions) -> tuple[np.ndarray, np.ndarray]:
+    def _uses(self, mi: int) -> tuple[np.ndarray, np.ndarray]:
         """(position, value) for every tensor an instruction names (list members expanded)."""
+        walk = self._walk(mi)
+        if walk is not None:
+            return walk.use_pos, walk.use_val
+        m, rec = self.r.methods[mi], self.records[mi]
         nv = len(m.vtypes)
         vt = m.vtypes.tolist()
         lists: dict[int, tuple[int, ...]] = {}
@@ -357,7 +423,7 @@ class InstructionColumns:
             nv = len(m.vtypes)
             first = np.full(nv + 1, np.iinfo(np.int64).max, np.int64)
             last = np.full(nv + 1, -1, np.int64)
-            pos, val = self._uses(m, rec)
+            pos, val = self._uses(mi)
             np.minimum.at(first, val, pos)
             np.maximum.at(last, val, pos)
             v = t.value[rows]
@@ -384,16 +450,20 @@ class InstructionColumns:
         read but never written holds the bytes last written to its range before it is read."""
         m = self.r.methods[mi]
         t = m.tensors
-        writes = self.reads_writes()[mi][1]
         nv = len(m.vtypes)
-        first_write: dict[int, int] = {}
-        for p, w in enumerate(writes):
-            for v in w:
-                if 0 <= v < nv and v not in first_write:
-                    first_write[v] = p
         wrote = np.full(nv + 1, -1, np.int64)
-        if first_write:
-            wrote[np.fromiter(first_write, np.int64)] = np.fromiter(first_write.values(), np.int64)
+        walk = self._walk(mi)
+        if walk is not None:
+            wrote[:nv] = walk.first_write()
+        else:
+            first_write: dict[int, int] = {}
+            for p, w in enumerate(self.reads_writes()[mi][1]):
+                for v in w:
+                    if 0 <= v < nv and v not in first_write:
+                        first_write[v] = p
+            if first_write:
+                wrote[np.fromiter(first_write, np.int64)] = np.fromiter(first_write.values(),
+                                                                         np.int64)
         v = t.value[rows]
         mem, lo = t.mem_id[rows], t.mem_offset[rows]
         hi = lo + t.nbytes[rows]
@@ -402,8 +472,14 @@ class InstructionColumns:
         views = np.flatnonzero(live & (w < 0) & ~inputs)
         if not len(views):
             return
-        for k, base in _last_writers(views, mem, lo, hi, w, start, inputs).items():
-            end[base] = max(end[base], end[k])
+        if walk is not None:
+            k, base = _last_writers_fast(views, mem, lo, hi, w, start, inputs)
+        else:
+            found = _last_writers(views, mem, lo, hi, w, start, inputs)
+            k = np.fromiter(found, np.int64, count=len(found))
+            base = np.fromiter(found.values(), np.int64, count=len(found))
+        # a view is never a base (it is not written, not an input): the order is free
+        np.maximum.at(end, base, end[k])
 
     def lifetimes(self) -> dict[str, Any]:
         """The lifetimes frame."""
@@ -414,9 +490,11 @@ class InstructionColumns:
         names = []
         for m, p in zip(r.methods, parts):
             t = m.tensors
-            fqn = t.fqn[p["rows"]]
-            names.append(objects([f if f is not None else f"{m.name}/{v}"
-                                  for f, v in zip(fqn.tolist(), p["value"].tolist())]))
+            name = objects(t.fqn[p["rows"]]).copy()
+            bare = np.flatnonzero(np.equal(name, None))  # no FQN: "<method>/<value>"
+            if len(bare):
+                name[bare] = np.char.add(f"{m.name}/", p["value"][bare].astype(str)).astype(object)
+            names.append(name)
         if not parts or not sum(len(p["value"]) for p in parts):
             return {c: [] for c in _LIFETIME_COLUMNS}
         c = {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
@@ -456,6 +534,273 @@ class InstructionColumns:
                 cols["peak_exact"].append(exact)
                 cols["efficiency"].append(peak / arena if arena else float("nan"))
         return cols
+
+
+#: A kernel's arguments beyond this many are split by :func:`_returned` one row at a time.
+_VECTOR_RETURNS = 64
+#: Most (view, writer) pairs :func:`_last_writers_fast` compares; beyond, the sweep does it.
+MAX_VIEW_WORK = 4_000_000
+_NEVER = np.iinfo(np.int64).max
+
+
+class _Walk:
+    """The vectorised walk over one method's instruction arguments: what the per-instruction
+    walk of :class:`InstructionColumns` computes, with numpy (raises SlowPath on doubt).
+
+    Attributes:
+        use_pos, use_val: ``(position, value)`` of every tensor an instruction names (list
+            members expanded), in instruction and argument order.
+        seen: per value, the first position whose arguments name it (the list value itself
+            too), ``_NEVER`` for none.
+    """
+
+    def __init__(self, r: ProgramReader, m: Method, rec: MethodInstructions,
+                 storage: np.ndarray) -> None:
+        nv = len(m.vtypes)
+        self.rec, self.nv = rec, nv
+        vt = m.vtypes.astype(np.int64)
+        flat, count = rec.flat, rec.count
+        self.owner = np.repeat(np.arange(len(count), dtype=np.int64), count)
+        self.start = np.cumsum(count) - count
+        valid = (flat >= 0) & (flat < nv)
+        v = np.where(valid, flat, 0)
+        is_list = np.isin(vt, tuple(_LISTS))
+        # list members (those in range), read for every list value at once
+        lists = np.flatnonzero(is_list & (m.vpos != 0))
+        mcount = np.zeros(nv, np.int64)
+        mstart = np.zeros(nv, np.int64)
+        members = np.zeros(0, np.int64)
+        if len(lists):
+            T = r.vec.tables(m.vpos[lists].astype(np.int64), f"{m.name}.values")
+            starts, counts = T.vectors(List.items, 4)
+            items = r.vec.flat(starts, counts, "<i4").astype(np.int64)
+            keep = (items >= 0) & (items < nv)
+            of = np.repeat(np.arange(len(lists)), counts)
+            mcount[lists] = np.bincount(of[keep], minlength=len(lists))
+            mstart[lists] = np.cumsum(mcount[lists]) - mcount[lists]
+            members = items[keep]
+        self.mcount, self.members = mcount, members
+        # every argument expanded to the tensors it names: itself, or a list's members
+        el_list = valid & is_list[v]
+        n_exp = np.where(el_list, mcount[v], valid.astype(np.int64))
+        src = np.where(el_list, mstart[v], len(members) + v)
+        pool = np.concatenate([members, np.arange(nv, dtype=np.int64)])
+        within = np.arange(int(n_exp.sum())) - np.repeat(np.cumsum(n_exp) - n_exp, n_exp)
+        self.use_val = pool[np.repeat(src, n_exp) + within]
+        self.use_pos = np.repeat(self.owner, n_exp)
+        seen = np.full(nv, _NEVER, np.int64)
+        np.minimum.at(seen, self.use_val, self.use_pos)
+        np.minimum.at(seen, flat[el_list], self.owner[el_list])
+        self.seen = seen
+        # written(v, p) <=> ok[v] and fresh[v] >= p: a tensor or list of tensors, not a
+        # method input, whose members are all non-constant tensors, none of them (nor the
+        # list) named before p
+        inputs = np.zeros(nv, bool)
+        given = np.array([x for x in m.inputs if 0 <= x < nv], np.int64)
+        inputs[given] = True
+        constant = np.array(sorted({*map(int, CONSTANT_STORAGES), int(NAMED)}), np.int64)
+        member_ok = ~inputs & (storage >= 0) & ~np.isin(storage, constant)
+        ok = np.isin(vt, tuple(_TENSORISH)) & ~inputs
+        fresh = seen.copy()
+        list_vals = np.flatnonzero(is_list)
+        single = ~is_list
+        ok[single] &= member_ok[single]
+        if len(list_vals):
+            owner = np.repeat(np.arange(nv, dtype=np.int64), mcount)
+            bad = np.bincount(owner[~member_ok[members]], minlength=nv)
+            ok[list_vals] &= (mcount[list_vals] > 0) & (bad[list_vals] == 0)
+            np.minimum.at(fresh, owner, seen[members])
+        self.ok, self.fresh = ok, fresh
+        self._split: tuple[np.ndarray, np.ndarray] | None = None
+
+    def written(self, values: np.ndarray, at: np.ndarray) -> np.ndarray:
+        """Whether the instruction at position ``at`` writes value ``values`` (elementwise)."""
+        valid = (values >= 0) & (values < self.nv)
+        v = np.where(valid, values, 0)
+        return valid & self.ok[v] & (self.fresh[v] >= at)
+
+    def split(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per argument: is it read, is it written (see the module docstring)."""
+        if self._split is not None:
+            return self._split
+        rec = self.rec
+        flat, count, start, owner = rec.flat, rec.count, self.start, self.owner
+        n = len(count)
+        local = np.arange(len(flat)) - start[owner]
+        cut = count.copy()  # reads: arguments [0, cut), writes: [cut, count)
+        kind = rec.kind
+        kernels = np.flatnonzero((kind == _KERNEL) & (count > 0))
+        if len(kernels):
+            ret = _returned_many(flat, start, count, kernels)
+            last = start[kernels] + count[kernels] - 1
+            # returns an argument (in place, e.g. copy_) or a lone out
+            again = np.zeros(n, bool)
+            same = (flat == flat[start[owner] + count[owner] - 1]) & (
+                local < count[owner] - 1)
+            again[owner[same]] = True
+            lone = (ret == 0) & (again[kernels] | self.written(flat[last], kernels))
+            cut[kernels] = count[kernels] - np.where(lone, 1, ret)
+        dels = (kind == _DELEGATE)[owner]
+        if dels.any():
+            fixed = dels & ~self.written(flat, owner)  # the last argument read
+            last_read = np.full(n, -1, np.int64)
+            np.maximum.at(last_read, owner[fixed], local[fixed])
+            d = kind == _DELEGATE
+            cut[d] = last_read[d] + 1
+        mv = kind == _MOVE
+        cut[mv] = np.minimum(count[mv], 1)
+        none = ~np.isin(kind, (_KERNEL, _DELEGATE, _MOVE, _JUMP_FALSE))
+        cut[none] = 0
+        is_read = (local < cut[owner]) & ~none[owner]
+        is_write = ~is_read & ~none[owner]
+        self._split = (is_read, is_write)
+        return self._split
+
+    def reads_writes(self) -> tuple[np.ndarray, np.ndarray]:
+        """(reads, writes) tuples per instruction, each value once, in argument order."""
+        rec = self.rec
+        n = len(rec.count)
+        out = []
+        for part in self.split():
+            at = np.flatnonzero(part)
+            kept = at[_first_of_each(self.owner[at], rec.flat[at])]
+            out.append(_tuples(rec.flat[kept], np.bincount(self.owner[kept], minlength=n)))
+        return out[0], out[1]
+
+    def first_write(self) -> np.ndarray:
+        """Per value, the first position that writes it (-1: none)."""
+        _, is_write = self.split()
+        vals = self.rec.flat[is_write]
+        pos = self.owner[is_write]
+        ok = (vals >= 0) & (vals < self.nv)
+        first = np.full(self.nv, _NEVER, np.int64)
+        np.minimum.at(first, vals[ok], pos[ok])
+        return np.where(first == _NEVER, -1, first)
+
+
+def _first_of_each(group: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Mask of the elements whose value does not occur earlier in their group (``group``
+    non-decreasing): what ``dict.fromkeys`` keeps per group."""
+    keep = np.ones(len(values), bool)
+    if len(values) < 2:
+        return keep
+    order = np.lexsort((np.arange(len(values)), values, group))
+    g, v = group[order], values[order]
+    dup = (g[1:] == g[:-1]) & (v[1:] == v[:-1])
+    keep[order[1:][dup]] = False
+    return keep
+
+
+def _returned_many(flat: np.ndarray, start: np.ndarray, count: np.ndarray,
+                   rows: np.ndarray) -> np.ndarray:
+    """:func:`_returned` of the arguments of instructions ``rows``, vectorised per length."""
+    c = count[rows]
+    end = start[rows] + c
+    out = np.zeros(len(rows), np.int64)
+    long = c > _VECTOR_RETURNS
+    for n in range(1, int(np.minimum(c, _VECTOR_RETURNS).max(initial=0)) // 2 + 1):
+        sel = np.flatnonzero((c >= 2 * n) & ~long)
+        if not len(sel):
+            continue
+        j = np.arange(n)
+        e = end[sel][:, None]
+        eq = (flat[e - n + j] == flat[e - 2 * n + j]).all(axis=1)
+        out[sel[eq]] = 2 * n  # n grows: the largest match wins
+    for k in np.flatnonzero(long).tolist():
+        out[k] = _returned(tuple(flat[end[k] - c[k]:end[k]].tolist()))
+    return out
+
+
+def _ranges(arena: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Group rows by (arena, lo, hi): ``(first row of each group, group of each row)``,
+    groups in (arena, lo, hi) order."""
+    order = np.lexsort((hi, lo, arena))
+    a, b, c = arena[order], lo[order], hi[order]
+    new = np.r_[True, (a[1:] != a[:-1]) | (b[1:] != b[:-1]) | (c[1:] != c[:-1])]
+    group = np.empty(len(order), np.int64)
+    group[order] = np.cumsum(new) - 1
+    return order[new], group
+
+
+def _last_writers_fast(views: np.ndarray, mem: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                       w: np.ndarray, start: np.ndarray, inputs: np.ndarray
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_last_writers`, vectorised: the views found and the row each reads (arrays).
+
+    Without aliasing writes (two rows of one arena written by one instruction, overlapping)
+    the bytes a view reads were last written by the row of largest ``w`` before the view's
+    first use among those that overlap it (of several, the one lowest in the arena).
+    Memory plans reuse a few byte ranges for many tensors, so rows are grouped by (arena,
+    byte range): each view is matched with the writer groups its range overlaps, and in each
+    the last write before the view's first use is found by binary search. Views of no bytes,
+    aliasing writes and more than :data:`MAX_VIEW_WORK` pairs go to the sweep.
+    """
+    def sweep() -> tuple[np.ndarray, np.ndarray]:
+        found = _last_writers(views, mem, lo, hi, w, start, inputs)
+        return (np.fromiter(found, np.int64, count=len(found)),
+                np.fromiter(found.values(), np.int64, count=len(found)))
+
+    if not len(views) or (hi[views] <= lo[views]).any():
+        return sweep()
+    _, arena = np.unique(mem, return_inverse=True)
+    arena = arena.reshape(-1).astype(np.int64)
+    writers = np.flatnonzero((w >= 0) & (hi > lo))  # writes of no bytes own nothing
+    got = np.full(len(views), -1, np.int64)  # the row each view reads
+    if len(writers):
+        wa, wl, wh, wt = arena[writers], lo[writers], hi[writers], w[writers]
+        by_w = np.lexsort((wl, wt, wa))  # one instruction writing overlapping rows
+        a, t, lw, hw = wa[by_w], wt[by_w], wl[by_w], wh[by_w]
+        if ((a[1:] == a[:-1]) & (t[1:] == t[:-1]) & (lw[1:] < hw[:-1])).any():
+            return sweep()
+        wrep, wgroup = _ranges(wa, wl, wh)
+        order = np.lexsort((wt, wgroup))  # a group's writes in time order
+        ww, wg = wt[order], wgroup[order]
+        g_arena, g_lo, g_hi = wa[wrep], wl[wrep], wh[wrep]
+        qrep, qgroup = _ranges(arena[views], lo[views], hi[views])
+        if len(qrep) * len(wrep) > MAX_VIEW_WORK:
+            return sweep()
+        r = views[qrep]
+        pq, pw = np.nonzero((arena[r][:, None] == g_arena) & (lo[r][:, None] < g_hi)
+                            & (hi[r][:, None] > g_lo))
+        # every (view, writer group overlapping it): the pairs of the view's group
+        per_group = np.bincount(pq, minlength=len(qrep))
+        n_pairs = per_group[qgroup]
+        if int(n_pairs.sum()) > MAX_VIEW_WORK:
+            return sweep()
+        q = np.repeat(np.arange(len(views)), n_pairs)
+        within = np.arange(len(q)) - np.repeat(np.cumsum(n_pairs) - n_pairs, n_pairs)
+        g = pw[(np.cumsum(per_group) - per_group)[qgroup[q]] + within]
+        # in each group, its last write before the view's first use
+        span = int(w.max(initial=0)) + 2
+        at = np.searchsorted(wg * span + ww, g * span + np.clip(start[views][q], -1, span - 1),
+                             "left") - 1
+        ok = (at >= 0) & (wg[np.maximum(at, 0)] == g)
+        q, g, at = q[ok], g[ok], at[ok]
+        if len(q):  # per view: the latest write, then the lowest range
+            pick = np.lexsort((g_lo[g], -ww[at], q))
+            first = pick[np.r_[True, q[pick][1:] != q[pick][:-1]]]
+            got[q[first]] = writers[order[at[first]]]
+    missing = np.flatnonzero(got < 0)
+    got[missing] = _inputs_holding(views[missing], mem, lo, hi, inputs)
+    hit = got >= 0
+    return views[hit], got[hit]
+
+
+def _inputs_holding(ks: np.ndarray, mem: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                    inputs: np.ndarray) -> np.ndarray:
+    """For rows ``ks`` read before anything was written to their bytes: the input row
+    holding them (the first by arena and offset), -1 for none."""
+    ins = np.flatnonzero(inputs)
+    order = ins[np.lexsort((lo[ins], mem[ins]))]
+    out = np.full(len(ks), -1, np.int64)
+    if not len(order):
+        return out
+    step = max(1, MAX_VIEW_WORK // len(order))
+    for c in range(0, len(ks), step):  # a (rows x inputs) overlap matrix per chunk
+        k = ks[c:c + step, None]
+        hit = (mem[order] == mem[k]) & (lo[order] < hi[k]) & (hi[order] > lo[k])
+        out[c:c + step] = np.where(hit.any(axis=1), order[hit.argmax(axis=1)], -1)
+    return out
 
 
 def _returned(args: tuple[int, ...]) -> int:
@@ -546,12 +891,8 @@ def _last_writers(views: np.ndarray, mem: np.ndarray, lo: np.ndarray, hi: np.nda
             kept.append((a, b, r))
         kept.sort()
         owners[mem_l[r]] = kept
-    missing = [k for k in views.tolist() if k not in found]
-    if missing:  # read before anything was written there: the input holding those bytes
-        ins = np.flatnonzero(inputs)
-        order = ins[np.lexsort((lo[ins], mem[ins]))]
-        for k in missing:
-            hit = order[(mem[order] == mem[k]) & (lo[order] < hi[k]) & (hi[order] > lo[k])]
-            if len(hit):
-                found[k] = int(hit[0])
+    # read before anything was written there: the input holding those bytes
+    missing = np.array([k for k in views.tolist() if k not in found], np.int64)
+    base = _inputs_holding(missing, mem, lo, hi, inputs)
+    found.update(zip(missing[base >= 0].tolist(), base[base >= 0].tolist()))
     return found
