@@ -102,7 +102,7 @@ def _join(prog: Artifact, trace: Artifact, rec: Artifact | None) -> dict[str, An
     by_key: dict[tuple[str, int, int], Any] = {}
     for row in ins.itertuples(index=False):
         by_key[(str(row.method), int(row.chain), int(row.instruction))] = row
-    kinds = [_KINDS.get(str(k), "other") for k in ev["kind"].astype(str)]
+    kinds = [_KINDS.get(str(k), "other") for k in ev["kind"].astype(object).tolist()]
     names = ev["name"].astype(object).tolist()
     chains, instrs = ev["chain"].tolist(), ev["instruction"].tolist()
     runs = ev["run"].tolist()
@@ -111,66 +111,84 @@ def _join(prog: Artifact, trace: Artifact, rec: Artifact | None) -> dict[str, An
         want = _INSTRUCTION_KIND.get(kinds[k])
         if want is None:
             return True
-        row = by_key.get((m, chains[k], instrs[k]))
-        if row is None or str(row.kind) != want:
-            return False
-        name = names[k]
-        if kinds[k] == "kernel" and isinstance(name, str) and name.startswith("native_call_"):
-            op = row.op if isinstance(row.op, str) else ""
-            return op.split("::")[-1] == name[len("native_call_"):]
-        return True
+        name = names[k] if isinstance(names[k], str) else None
+        key = (m, want, chains[k], instrs[k], name)
+        ok = fitted.get(key)
+        if ok is None:
+            row = by_key.get((m, chains[k], instrs[k]))
+            ok = row is not None and str(row.kind) == want
+            if ok and want == "kernel" and name is not None and name.startswith("native_call_"):
+                op = row.op if isinstance(row.op, str) else ""
+                ok = op.split("::")[-1] == name[len("native_call_"):]
+            fitted[key] = ok
+        return ok
 
-    cand: dict[int, list[str]] = {}
-    for run in dict.fromkeys(runs):
-        rows = [k for k, r in enumerate(runs) if r == run]
-        ok = [m for m in methods if all(fits(m, k) for k in rows)]
-        cand[run] = ok
+    fitted: dict[tuple, bool] = {}
+
+    rows_of: dict[int, list[int]] = {}
+    for k, r in enumerate(runs):
+        rows_of.setdefault(r, []).append(k)
+    cand = {run: [m for m in methods if all(fits(m, k) for k in rows)]
+            for run, rows in rows_of.items()}
+    blocks = ev["block"].astype(object).tolist()
+    dids = ev["delegate_debug_id"].astype(object).tolist()
     n = len(ev)
-    out: dict[str, list] = {c: [None] * n for c in (
-        "method", "attribution", "candidates", "op", "operator", "overload", "delegate_index",
-        "backend", "reads", "writes", "read_names", "write_names", "read_bytes", "write_bytes",
-        "storages", "debug_handles", "nodes", "ops", "module")}
+    out: dict[str, list] = {c: [None] * n for c in ("method", "attribution", "candidates",
+                                                    *_DESCRIBED)}
     tensors = _tensor_index(prog)
     handles = _handles(rec)
+
+    def describe(m: str, chain: int, instr: int, did: str | None) -> tuple:
+        """The _DESCRIBED values of instruction (m, chain, instr) (once per instruction)."""
+        row = by_key.get((m, chain, instr))
+        if row is None:
+            return _NOTHING
+        got: dict[str, Any] = {}
+        if str(row.kind) == "kernel":
+            for col in ("op", "operator", "overload"):
+                v = getattr(row, col)
+                got[col] = v if isinstance(v, str) else None
+        elif str(row.kind) == "delegate":
+            got["delegate_index"] = row.delegate_index
+            got["backend"] = row.delegate if isinstance(row.delegate, str) else None
+        stor: list[str] = []
+        for side in ("reads", "writes"):
+            vals = tuple(getattr(row, side))
+            got[side] = vals
+            hit = [tensors[(m, v)] for v in vals if (m, v) in tensors]
+            got[side[:-1] + "_names"] = tuple(h[0] for h in hit)
+            got[side[:-1] + "_bytes"] = int(sum(h[1] for h in hit))
+            stor += [h[2] for h in hit]
+        got["storages"] = ", ".join(dict.fromkeys(stor)) or None
+        h = handles.get((m, instr))
+        if did is not None and (m, instr, did) in handles:
+            h = handles[(m, instr, did)]
+        if h:
+            got["debug_handles"], got["nodes"], got["ops"], got["module"] = h
+        return tuple(got.get(c, d) for c, d in zip(_DESCRIBED, _NOTHING))
+
+    joined = {run: "; ".join(c) if c else None for run, c in cand.items()}
+    memo: dict[tuple, tuple] = {}
+    columns = [out[c] for c in _DESCRIBED]
     for k in range(n):
         c = cand[runs[k]]
         if kinds[k] == "framework":
             out["attribution"][k] = "framework"
-            if len(c) == 1 and trace.frames["events"]["block"].iloc[k] != "Default":
-                out["method"][k] = c[0]
+            m = c[0] if len(c) == 1 and blocks[k] != "Default" else None
+            key = None
         else:
-            out["attribution"][k] = ("exact" if len(c) == 1 else "ambiguous" if c
-                                     else "none")
-            out["method"][k] = c[0] if c else None
-        out["candidates"][k] = "; ".join(c) if c else None
-        out["read_bytes"][k] = out["write_bytes"][k] = 0
-        m = out["method"][k]
-        row = by_key.get((m, chains[k], instrs[k])) if m and kinds[k] != "framework" else None
-        if row is None:
-            out["reads"][k] = out["writes"][k] = ()
-            continue
-        if str(row.kind) == "kernel":
-            for col in ("op", "operator", "overload"):
-                v = getattr(row, col)
-                out[col][k] = v if isinstance(v, str) else None
-        elif str(row.kind) == "delegate":
-            out["delegate_index"][k] = row.delegate_index
-            out["backend"][k] = row.delegate if isinstance(row.delegate, str) else None
-        stor: list[str] = []
-        for side in ("reads", "writes"):
-            vals = tuple(getattr(row, side))
-            out[side][k] = vals
-            hit = [tensors[(m, v)] for v in vals if (m, v) in tensors]
-            out[side[:-1] + "_names"][k] = tuple(h[0] for h in hit)
-            out[side[:-1] + "_bytes"][k] = int(sum(h[1] for h in hit))
-            stor += [h[2] for h in hit]
-        out["storages"][k] = ", ".join(dict.fromkeys(stor)) or None
-        h = handles.get((m, instrs[k]))
-        did = ev["delegate_debug_id"].iloc[k]
-        if isinstance(did, (str, int, np.integer)) and (m, instrs[k], str(did)) in handles:
-            h = handles[(m, instrs[k], str(did))]
-        if h:
-            out["debug_handles"][k], out["nodes"][k], out["ops"][k], out["module"][k] = h
+            out["attribution"][k] = "exact" if len(c) == 1 else "ambiguous" if c else "none"
+            m = c[0] if c else None
+            did = dids[k]
+            key = (m, chains[k], instrs[k],
+                   str(did) if isinstance(did, (str, int, np.integer)) else None) if m else None
+        out["method"][k] = m
+        out["candidates"][k] = joined[runs[k]]
+        got = _NOTHING if key is None else memo.get(key)
+        if got is None:
+            got = memo[key] = describe(*key)
+        for col, v in zip(columns, got):
+            col[k] = v
     did = ev["delegate_debug_id"].astype(object)
     return {
         "run": ev["run"].to_numpy(), "block": ev["block"], "iteration": ev["iteration"].to_numpy(),
@@ -188,6 +206,14 @@ def _join(prog: Artifact, trace: Artifact, rec: Artifact | None) -> dict[str, An
         "debug_handles": out["debug_handles"], "nodes": out["nodes"], "ops": out["ops"],
         "module": out["module"],
     }
+
+
+#: The timeline columns that follow from the instruction an event is attributed to, and
+#: their values for an event attributed to none.
+_DESCRIBED = ("op", "operator", "overload", "delegate_index", "backend", "reads", "writes",
+              "read_names", "write_names", "read_bytes", "write_bytes", "storages",
+              "debug_handles", "nodes", "ops", "module")
+_NOTHING = (None, None, None, None, None, (), (), None, None, 0, 0, None, None, None, None, None)
 
 
 def _tensor_index(prog: Artifact) -> dict[tuple[str, int], tuple[str, int, str]]:
