@@ -19,9 +19,10 @@ SAMPLES = Path(__file__).resolve().parents[2] / "sample_models"
 
 @dataclass(frozen=True)
 class Case:
-    """One hostile file: ``build(tmp)`` writes it (returns its path; ``data`` files are
-    attached); ``expect`` is the ArtifactError subclass it must raise (``None``: it must be
-    read correctly, then ``check(art)`` holds), and ``match`` a substring of the message."""
+    """One hostile file: ``build(tmp)`` writes it (returns its path; ``data``: names of files
+    that ``build`` wrote next to it, attached); ``expect`` is the ArtifactError subclass it
+    must raise (``None``: it must be read correctly, then ``check(art)`` holds), and
+    ``match`` a substring of the message."""
 
     id: str
     build: Callable[[Path], Path]
@@ -129,8 +130,8 @@ def ref(table: Table, slot: int) -> tuple[int, int]:
 def exercise(path: Path, data: tuple[str, ...] | None = None) -> wb.Artifact:
     """Every entry point over ``path``: open, every frame, validate(), summary, the first 64
     tensors (a MissingDataError is allowed there: a tensor without stored bytes), and
-    compare with itself."""
-    art = wb.open(path) if data is None else wb.open(path, data=list(data))
+    compare with itself. ``data`` names files next to ``path`` to attach."""
+    art = wb.open(path) if data is None else wb.open(path, data=[path.parent / d for d in data])
     for name in list(art.frames):
         art.frames[name]
     art.validate()

@@ -10,11 +10,18 @@ import pytest
 
 import workbench as wb
 
-from . import flatbuffer_attacks, json_attacks, pte_attacks, zip_attacks
+from . import (
+    etdump_attacks,
+    etrecord_attacks,
+    flatbuffer_attacks,
+    json_attacks,
+    pte_attacks,
+    zip_attacks,
+)
 from ._common import SAMPLES, Case, exercise
 
 CASES: list[Case] = [*json_attacks.CASES, *zip_attacks.CASES, *flatbuffer_attacks.CASES,
-                     *pte_attacks.CASES]
+                     *pte_attacks.CASES, *etdump_attacks.CASES, *etrecord_attacks.CASES]
 #: Seconds one case may take (every entry point), and bytes of Python/numpy memory beyond
 #: twice the file's size.
 TIME_LIMIT = 2.0
@@ -45,7 +52,8 @@ def _run(case: Case, path) -> None:
         exercise(path, case.data)
     if case.match is not None:
         assert case.match in str(info.value)
-    assert str(info.value).startswith(path.name + ":")
+    # the message names the bad file: the artifact, or a data file attached to it
+    assert str(info.value).startswith(tuple(f"{n}:" for n in (path.name, *(case.data or ()))))
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
