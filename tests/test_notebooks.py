@@ -92,13 +92,17 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
 
 
 @pytest.fixture(scope="module")
-def executed(workspace: pathlib.Path) -> dict[str, concurrent.futures.Future]:
-    """Start every notebook (two at a time); name -> future of (notebook, seconds)."""
+def executed(workspace: pathlib.Path, request: pytest.FixtureRequest) -> dict[str, concurrent.futures.Future]:
+    """Start every notebook the selected tests need (all of them when no test names one; two
+    at a time); name -> future of (notebook, seconds)."""
+    wanted = {item.callspec.params["name"] for item in request.session.items
+              if item.module is request.module and "executed" in item.fixturenames
+              and "name" in getattr(getattr(item, "callspec", None), "params", {})}
     home = workspace.parent / "home"
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=2)
     futures = {name: pool.submit(execute_notebook, workspace / "notebooks" / name, home,
                                  extra_cells=[_dedent(c) for c in DRIVE.get(name, [])])
-               for name in ALL}
+               for name in ALL if name in (wanted or ALL)}
     yield futures
     pool.shutdown(wait=True, cancel_futures=True)
 
@@ -111,7 +115,7 @@ def _dedent(src: str) -> str:
 
 def test_there_are_notebooks() -> None:
     assert {"01_tour.ipynb", "02_layout_explorer.ipynb", "03_inline_vs_external.ipynb",
-            "04_load_paths.ipynb", "05_bundled_programs.ipynb"} <= set(ALL)
+            "04_load_paths.ipynb", "05_bundled_programs.ipynb", "06_bring_your_own_model.ipynb"} <= set(ALL)
 
 
 #: Numbers prose may state without computing them: format constants (header sizes, the default
