@@ -54,8 +54,10 @@ def test_explorer_draws_every_tab_of_every_sample(path: str) -> None:
     ex.render_all()
     assert ex.art is not None and not ex.status.has_error, ex.status.value
     assert ex.layout_view.image.value, ex.layout_view.message.value
-    for view in (ex.layout_view, ex.treemap_view, ex.tensor_hist, ex.memory_view):
+    for view in (ex.layout_view, ex.treemap_view, ex.tensor_hist, ex.memory_view,
+                 ex.timeline_view, ex.operators_view):
         assert not view.message.has_error, view.message.value
+    assert not ex.time_status.has_error, ex.time_status.value
     assert ex.summary_html.value and ex.art.format in ex.summary_html.value
 
 
@@ -229,3 +231,147 @@ def test_tensor_sample_strides_big_tensors_and_reads_torch_dtypes() -> None:
     torch = pytest.importorskip("torch")
     bf16, _ = tensor_sample(torch.tensor([1.5, -2.0], dtype=torch.bfloat16))
     assert bf16.tolist() == [1.5, -2.0]
+
+
+# -- Time and Delegates tabs --------------------------------------------------------------------
+
+
+class FakeRunner:
+    """Stands in for ``wb.run``: records its calls and returns the sample trace's timeline."""
+
+    def __init__(self, fail: Exception | None = None) -> None:
+        self.calls: list[tuple[str, dict]] = []
+        self.fail = fail
+
+    def __call__(self, program, **kwargs):
+        import workbench as wb
+
+        self.calls.append((str(program), kwargs))
+        if self.fail is not None:
+            raise self.fail
+        return wb.timeline(program, SAMPLES / "mlp_portable.etdp")
+
+
+def test_time_tab_joins_the_trace_beside_the_program() -> None:
+    import pandas as pd
+
+    import workbench as wb
+
+    runner = FakeRunner()
+    ex = Explorer(SAMPLES / "mlp_portable.pte", runner=runner)
+    assert ex.time_trace.value.endswith("mlp_portable.etdp")
+    assert ex.time_record.value.endswith("mlp_portable.etrecord")
+    assert ex.timeline is None  # nothing read before the tab is shown
+    ex.tabs.selected_index = ex.TABS.index("Time")
+    want = wb.timeline(SAMPLES / "mlp_portable.pte", SAMPLES / "mlp_portable.etdp",
+                       SAMPLES / "mlp_portable.etrecord")
+    pd.testing.assert_frame_equal(ex.timeline, want)
+    assert not runner.calls  # showing the tab never runs the program
+    last = int(want.loc[want["block"].astype(str) == "Execute", "run"].max())
+    assert ex.time_run.value == last and ex.timeline_view.image.value
+    assert ex.operators_view.image.value and not ex.time_status.has_error
+    rows = want[want["run"] == last]
+    assert len(ex.time_table.frame) == len(rows)
+    assert {"duration", "read_bytes", "write_bytes", "storages"} <= set(ex.time_table.frame)
+    kernel = rows[rows["kind"].astype(str) == "kernel"].iloc[0]
+    assert f"{int(kernel['read_bytes']):,}" in ex.time_table.html.value
+    # another run: the figure and the table follow
+    image = ex.timeline_view.image.value
+    ex.time_run.value = last - 1
+    assert ex.time_table.frame["run"].eq(last - 1).all()
+    assert ex.timeline_view.image.value != image
+    # without the ETRecord: the nodes are gone, the times stay
+    ex.time_record.value = "(none)"
+    assert ex.timeline["nodes"].isna().all() and len(ex.timeline) == len(want)
+
+
+def test_time_tab_run_button_calls_the_runner() -> None:
+    runner = FakeRunner()
+    ex = Explorer(SAMPLES / "kv_cache.pte", runner=runner)
+    ex.render_all()
+    assert not runner.calls and ex.timeline is None  # no trace beside kv_cache.pte
+    assert "Run with ETDump" in ex.time_status.value
+    ex.tabs.selected_index = ex.TABS.index("Time")
+    ex.run_iterations.value = 3
+    ex.run_button.click()
+    assert len(runner.calls) == 1
+    path, kwargs = runner.calls[0]
+    assert path.endswith("kv_cache.pte")
+    assert kwargs == {"iterations": 3, "method": "forward", "etrecord": None, "data": None}
+    assert ex.time_trace.value != "(none)" and "recorded" in ex.time_trace.label
+    assert ex.timeline is not None and ex.timeline_view.image.value
+    assert "recorded 3 runs of forward" in ex.time_status.value
+    assert not ex.run_button.disabled
+
+
+def test_time_tab_shows_failures_in_red(tmp_path: pathlib.Path) -> None:
+    runner = FakeRunner(fail=RuntimeError("kv_cache.pte: the ExecuTorch runtime failed (exit -6)"))
+    ex = Explorer(SAMPLES / "kv_cache.pte", runner=runner)
+    ex.tabs.selected_index = ex.TABS.index("Time")
+    ex.run_button.click()
+    assert ex.time_status.has_error and "runtime failed" in ex.time_status.value
+    assert not ex.run_button.disabled and ex.timeline is None and not ex.status.has_error
+    # a file that is not a trace, typed in: the reason in red
+    ex.time_path.value = str(SAMPLES / "mlp_portable.pte")
+    assert ex.time_status.has_error and "trace" in ex.time_status.value
+    ex.time_path.value = str(tmp_path / "missing.etdp")
+    assert ex.time_status.has_error and "no such file" in ex.time_status.value
+    # a trace of another program: joined, its events unattributed rather than wrong
+    ex.time_path.value = str(SAMPLES / "mlp_portable.etdp")
+    assert not ex.time_status.has_error and ex.timeline is not None
+    assert (ex.timeline["attribution"].astype(str) != "exact").any()
+
+
+def test_time_tab_is_for_programs() -> None:
+    ex = Explorer(SAMPLES / "mlp.pt2", runner=FakeRunner())
+    ex.tabs.selected_index = ex.TABS.index("Time")
+    assert "joins an ETDump to a program" in ex.time_status.value
+    assert ex.run_button.disabled and ex.time_trace.options == (("(none)", "(none)"),)
+    bundled = Explorer(SAMPLES / "mlp.bpte", runner=FakeRunner(),
+                       etdump=SAMPLES / "mlp_portable.etdp")
+    bundled.tabs.selected_index = bundled.TABS.index("Time")
+    assert bundled.run_button.disabled  # the runtime runs a .pte
+    assert bundled.timeline is not None and bundled.timeline_view.image.value
+
+
+def test_time_tab_runs_the_program_for_real() -> None:
+    """The Run button with the real runner: wb.run in a child process, then the timeline."""
+    pytest.importorskip("executorch.extension.pybindings.portable_lib")
+    ex = Explorer(SAMPLES / "mlp_portable.pte", etrecord=SAMPLES / "mlp_portable.etrecord")
+    ex.tabs.selected_index = ex.TABS.index("Time")
+    ex.run_iterations.value = 2
+    t = ex.run_program()
+    assert t is not None and not ex.time_status.has_error, ex.time_status.value
+    assert (t["block"].astype(str) == "Execute").sum() > 0 and t["run"].nunique() == 3
+    assert t.loc[t["kind"].astype(str) == "kernel", "op"].notna().all()
+    assert ex.timeline_view.image.value and ex.operators_view.image.value
+
+
+def test_delegates_tab() -> None:
+    import workbench as wb
+
+    ex = Explorer(SAMPLES / "mlp_xnnpack.pte")
+    ex.tabs.selected_index = ex.TABS.index("Delegates")
+    art = wb.open(SAMPLES / "mlp_xnnpack.pte")
+    assert len(ex.delegate_tables["delegates"].frame) == len(art.frames["delegates"]) == 1
+    assert "XnnpackBackend" in ex.delegate_tables["delegates"].html.value
+    for name in ("delegate_tensors", "delegate_nodes"):
+        table = ex.delegate_tables[name]
+        if name in art.frames:  # the blob parsers' frames, where the program has them
+            assert len(table.frame) == len(art.frames[name]) > 0
+        else:
+            assert table.frame is None and f"no {name} frame" in table.html.value
+    if "delegate_tensors" in art.frames:
+        assert "named_data" in ex.delegate_tables["delegate_tensors"].html.value
+        assert f"{len(art.frames['delegate_tensors'])} tensors" in ex.delegates_note.value
+    # one delegate chosen: the rows of that delegate
+    ex.delegate_pick.value = ex.delegate_pick.options[1][1]
+    assert len(ex.delegate_tables["delegates"].frame) == 1
+    portable = Explorer(SAMPLES / "mlp_portable.pte")
+    portable.tabs.selected_index = portable.TABS.index("Delegates")
+    assert "no delegates" in portable.delegates_note.value
+    assert portable.delegate_tables["delegates"].frame is not None
+    assert not portable.status.has_error
+    pt2 = Explorer(SAMPLES / "mlp.pt2")
+    pt2.tabs.selected_index = pt2.TABS.index("Delegates")
+    assert "no delegates frame" in pt2.delegates_note.value

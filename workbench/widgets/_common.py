@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ArtifactPicker", "FigureView", "PagedTable", "ReloadBar", "StatusLine", "error_html",
-    "find_artifacts", "guarded", "note_html", "table_html",
+    "find_artifacts", "find_by_format", "guarded", "note_html", "table_html",
 ]
 
 #: Colours used for messages (readable on Lab's light and dark themes).
@@ -83,6 +83,27 @@ def find_artifacts(folder: str | os.PathLike[str]) -> list[tuple[str, str]]:
         size = entry.stat().st_size
         found.append((f"{entry.name}  · {fmt} · {human_bytes(size)}", entry.path))
     return found
+
+
+def find_by_format(folder: str | os.PathLike[str], wanted: Iterable[str]) -> dict[str, list[str]]:
+    """Paths of the files directly in ``folder`` of each format in ``wanted`` (by magic),
+    sorted by name; every wanted format is a key.
+
+    Example:
+        >>> find_by_format("sample_models", ["etdump"])["etdump"][0]    # doctest: +SKIP
+        'sample_models/mlp_portable.etdp'
+    """
+    out: dict[str, list[str]] = {f: [] for f in wanted}
+    try:
+        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+    except OSError:
+        return out
+    for entry in entries:
+        if entry.is_file():
+            fmt = detect_format(entry.path)
+            if fmt in out:
+                out[fmt].append(entry.path)
+    return out
 
 
 # -- messages ---------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """``Explorer``: pick an artifact, then browse its summary, byte layout, tensors, one
-tensor's values, methods/operators/delegates, memory plan and every frame — in tabs that are
-drawn when first shown."""
+tensor's values, methods/operators/delegates, memory plan, every frame, where time goes (an
+ETDump joined to the program, or a run recorded on demand) and what is inside its delegates
+— in tabs that are drawn when first shown."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from ._common import (
     PagedTable,
     ReloadBar,
     StatusLine,
+    find_by_format,
     guarded,
     note_html,
     offer_reload,
@@ -55,6 +57,25 @@ MAX_SAMPLE = 1_000_000
 #: file descriptor, so a file truncated meanwhile is an error, never a SIGBUS); larger ones
 #: are sampled from the checked view.
 COPY_FOR_STATS = 64 << 20
+#: Columns of the Time tab's table (those the timeline frame has, in this order): the event,
+#: the instruction it ran, its duration and the bytes that instruction reads and writes.
+TIME_COLUMNS = ("run", "block", "iteration", "name", "kind", "method", "chain", "instruction",
+                "op", "backend", "duration", "read_bytes", "write_bytes", "storages",
+                "read_names", "write_names", "nodes", "module")
+#: Formats the Time tab joins a trace to (and runs: .pte only).
+PROGRAMS = ("pte", "bpte")
+NO_TRACE = "(none)"
+#: The Time tab's trace chooser value for the trace recorded by the Run button.
+RECORDED = "\0recorded"
+#: Columns of the Delegates tab's tables (those the frames have, in this order).
+DELEGATE_COLUMNS = {
+    "delegates": ("method", "index", "id", "backend", "location", "size", "calls", "file",
+                  "offset", "compile_specs"),
+    "delegate_tensors": ("method", "index", "name", "value", "dtype", "backend_dtype", "shape",
+                         "nbytes", "role", "quant", "group_size", "storage", "named_key", "file",
+                         "offset", "missing"),
+    "delegate_nodes": ("method", "index", "node", "op", "inputs", "outputs", "debug_handle"),
+}
 
 
 def tensor_sample(x: Any) -> tuple[np.ndarray, bool]:
@@ -78,18 +99,30 @@ class Explorer(widgets.VBox):
     Tabs: **Summary** (facts and a treemap), **Layout** (the byte map; pick a segment to see
     its row and the tensors inside it), **Tensors** (filter by name, storage, dtype, method;
     sort; paged), **Tensor** (dtype, shape, statistics, histogram, first values),
-    **Methods** (methods, operators, delegates), **Memory plan**, **Frames** (any frame).
+    **Methods** (methods, operators, delegates), **Memory plan**, **Frames** (any frame),
+    **Time** (a program's ETDump joined to its instructions by :func:`workbench.timeline`:
+    one run as a timeline, time per operator, and each event with the bytes its instruction
+    reads and writes; pick a trace found beside the program, or press **Run with ETDump**
+    to record one with :func:`workbench.run` in a child process — never on its own),
+    **Delegates** (the ``delegates`` frame and, where the program has them, the tensors and
+    nodes inside each delegate blob: ``delegate_tensors``, ``delegate_nodes``).
 
     Args:
         path_or_folder: a folder to list (by magic bytes) or one artifact file.
         data: passed to :func:`workbench.open` (``.ptd`` files for a ``.pte``).
+        etdump, etrecord: a trace (and its ETRecord) for the Time tab; by default the
+            ``.etdp`` / ``.etrecord`` beside the program with the same name, if any.
+        runner: what the Run button calls, ``runner(program, iterations=, method=,
+            etrecord=, data=)`` returning a timeline frame (default :func:`workbench.run`).
 
     Attributes:
         art: the open :class:`~workbench.Artifact` (``None`` when opening failed).
         reload_bar: hidden until the file changes on disk; then says so and offers **Reload**
             (:meth:`reload`) instead of reading a changed map.
         picker, status, tabs: the controls; each tab's widgets are attributes too
-            (``layout_view``, ``segment_select``, ``tensor_table``, ``tensor_pick``, ...).
+            (``layout_view``, ``segment_select``, ``tensor_table``, ``tensor_pick``,
+            ``time_trace``, ``run_button``, ``timeline_view``, ``delegate_tables``, ...).
+        timeline: the timeline frame the Time tab shows (``None`` before one is read or run).
 
     Example:
         >>> from workbench.widgets import Explorer     # doctest: +SKIP
@@ -97,12 +130,19 @@ class Explorer(widgets.VBox):
         >>> ex.tabs.selected_index = 1                    # show the layout
     """
 
-    TABS = ("Summary", "Layout", "Tensors", "Tensor", "Methods", "Memory plan", "Frames")
+    TABS = ("Summary", "Layout", "Tensors", "Tensor", "Methods", "Memory plan", "Frames",
+            "Time", "Delegates")
 
     def __init__(self, path_or_folder: str | os.PathLike[str] = "sample_models/", *,
-                 data: list[str] | None = None) -> None:
+                 data: list[str] | None = None, etdump: str | os.PathLike[str] | None = None,
+                 etrecord: str | os.PathLike[str] | None = None,
+                 runner: Callable[..., pd.DataFrame] | None = None) -> None:
         self.art: Artifact | None = None
         self.data = data
+        self.etdump = os.fspath(etdump) if etdump is not None else None
+        self.etrecord = os.fspath(etrecord) if etrecord is not None else None
+        self.runner = runner
+        self.timeline: pd.DataFrame | None = None
         self.picker = ArtifactPicker(path_or_folder)
         self.status = StatusLine()
         self.reload_bar = ReloadBar(self.reload)
@@ -113,9 +153,12 @@ class Explorer(widgets.VBox):
         self._build_methods()
         self._build_memory()
         self._build_frames()
+        self._build_time()
+        self._build_delegates()
         self.tabs = widgets.Tab(children=[
             self.summary_panel, self.layout_panel, self.tensors_panel, self.tensor_panel,
-            self.methods_panel, self.memory_panel, self.frames_panel], titles=self.TABS)
+            self.methods_panel, self.memory_panel, self.frames_panel, self.time_panel,
+            self.delegates_panel], titles=self.TABS)
         self._stale: set[int] = set()
         super().__init__([self.picker, self.reload_bar, self.status, self.tabs],
                          layout=widgets.Layout(width="100%"))
@@ -164,6 +207,8 @@ class Explorer(widgets.VBox):
         self._set_options(self.memory_method, self._frame("memory_plan"), "method")
         self.frame_pick.options = list(art.frames) if art is not None else []
         self.tensor_filter.value = ""
+        self._reset_time()
+        self._reset_delegates()
 
     @staticmethod
     def _set_options(dd: widgets.Dropdown, df: pd.DataFrame | None, col: str) -> None:
@@ -192,7 +237,8 @@ class Explorer(widgets.VBox):
         self._stale.discard(index)
         draw: list[Callable[[], None]] = [
             self._draw_summary, self._draw_layout, self._draw_tensors, self._draw_tensor,
-            self._draw_methods, self._draw_memory, self._draw_frame]
+            self._draw_methods, self._draw_memory, self._draw_frame, self._draw_time,
+            self._draw_delegates]
         guarded(lambda _self: draw[index]())(self)
 
     def render_all(self) -> None:
@@ -530,6 +576,291 @@ class Explorer(widgets.VBox):
             return
         name = self.frame_pick.value
         self.frame_table.set_frame(self._frame(name) if name else None)
+
+
+    # -- Time -----------------------------------------------------------------------------------
+    def _build_time(self) -> None:
+        wide = widgets.Layout(width="360px")
+        self.time_trace = widgets.Dropdown(description="ETDump", options=[NO_TRACE],
+                                           layout=wide)
+        self.time_record = widgets.Dropdown(description="ETRecord", options=[NO_TRACE],
+                                            layout=wide)
+        self.time_path = widgets.Text(placeholder="or type an .etdp path and press Enter",
+                                      continuous_update=False,
+                                      layout=widgets.Layout(width="320px"))
+        self.run_method = widgets.Dropdown(description="method", options=[],
+                                           layout=widgets.Layout(width="220px"))
+        self.run_iterations = widgets.BoundedIntText(value=10, min=1, max=100_000,
+                                                     description="iterations",
+                                                     layout=widgets.Layout(width="180px"))
+        self.run_button = widgets.Button(
+            description="Run with ETDump", icon="play",
+            tooltip="run the method on the ExecuTorch runtime in a child process, with "
+                    "ETDump on, and show where its time goes")
+        self.time_status = StatusLine()
+        self.time_run = widgets.Dropdown(description="run", options=[],
+                                         layout=widgets.Layout(width="320px"))
+        self.timeline_view = FigureView()
+        self.operators_view = FigureView()
+        self.time_table = PagedTable(page_size=25, empty="no events in this run")
+        self._time_quiet = False
+        self.time_trace.observe(lambda _: guarded(Explorer._on_trace)(self), names="value")
+        self.time_record.observe(lambda _: guarded(Explorer._on_trace)(self), names="value")
+        self.time_path.observe(lambda ch: guarded(Explorer._on_trace_path)(self, ch["new"]),
+                               names="value")
+        self.time_run.observe(lambda _: guarded(Explorer._show_run)(self), names="value")
+        self.run_button.on_click(lambda _b: guarded(Explorer.run_program)(self))
+        row = widgets.Layout(flex_flow="row wrap", align_items="center")
+        self.time_panel = widgets.VBox([
+            widgets.HBox([self.time_trace, self.time_record, self.time_path], layout=row),
+            widgets.HBox([self.run_method, self.run_iterations, self.run_button], layout=row),
+            self.time_status, self.time_run, self.timeline_view,
+            widgets.HTML("<b>Time per operator</b> (median over the runs)"), self.operators_view,
+            widgets.HTML("<b>Events of this run</b> — each with the bytes its instruction reads "
+                         "and writes"), self.time_table])
+
+    def _reset_time(self) -> None:
+        """Trace choices for the new artifact: the ``.etdp`` / ``.etrecord`` files beside it
+        (the ones with the program's name first chosen), or those passed in."""
+        self.timeline = None
+        art = self.art
+        program = art is not None and art.format in PROGRAMS
+        traces: list[str] = []
+        records: list[str] = []
+        if program:
+            folder = os.path.dirname(art.path) or "."
+            found = find_by_format(folder, ("etdump", "etrecord"))
+            traces, records = found["etdump"], found["etrecord"]
+        for extra, into in ((self.etdump, traces), (self.etrecord, records)):
+            if extra and program and os.path.abspath(extra) not in map(os.path.abspath, into):
+                into.insert(0, extra)
+        stem = os.path.basename(art.path).split(".", 1)[0] if art is not None else ""
+
+        def choose(paths: list[str], given: str | None, ext: str) -> str:
+            if given and program:
+                return given
+            same = [p for p in paths if os.path.basename(p) == stem + ext]
+            return same[0] if same else NO_TRACE
+
+        with self._quiet_time():
+            self.time_trace.options = [(NO_TRACE, NO_TRACE)] + [(os.path.basename(p), p)
+                                                                for p in traces]
+            self.time_trace.value = choose(traces, self.etdump, ".etdp")
+            self.time_record.options = [(NO_TRACE, NO_TRACE)] + [(os.path.basename(p), p)
+                                                                 for p in records]
+            self.time_record.value = choose(records, self.etrecord, ".etrecord")
+            self.time_path.value = ""
+            methods = self._frame("methods")
+            names = [] if methods is None or not program else [str(m) for m in methods["method"]]
+            self.run_method.options = names
+            self.run_method.value = "forward" if "forward" in names else (names[0] if names
+                                                                          else None)
+        self.run_button.disabled = art is None or art.format != "pte"
+        self.time_status.clear()
+
+    def _quiet_time(self) -> Any:
+        explorer = self
+
+        class Quiet:
+            def __enter__(self) -> None:
+                explorer._time_quiet = True
+
+            def __exit__(self, *exc: object) -> None:
+                explorer._time_quiet = False
+
+        return Quiet()
+
+    def _time_shown(self) -> bool:
+        return (self.TABS.index("Time") not in getattr(self, "_stale", ())
+                and not getattr(self, "_time_quiet", False))
+
+    def _on_trace(self) -> None:
+        """A trace or ETRecord was chosen: read it again when the tab is shown."""
+        if getattr(self, "_time_quiet", False):
+            return
+        if self.time_trace.value != RECORDED:
+            self.timeline = None
+        if self._time_shown():
+            self._draw_time()
+
+    def _on_trace_path(self, path: str) -> None:
+        path = os.path.expanduser(path.strip())
+        if not path:
+            return
+        if not os.path.isfile(path):
+            self.time_status.show_error(FileNotFoundError(f"no such file: {path}"))
+            return
+        options = list(self.time_trace.options)
+        if path not in [v for _, v in options]:
+            self.time_trace.options = [*options, (os.path.basename(path), path)]
+        self.time_trace.value = path
+
+    def _draw_time(self) -> None:
+        art = self.art
+        if art is None or art.format not in PROGRAMS:
+            what = art.format if art is not None else "no artifact"
+            self.time_status.note(f"{what}: the Time tab joins an ETDump to a program "
+                                  "(.pte / .bpte)")
+            self._show_timeline()
+            return
+        trace = self.time_trace.value
+        if self.timeline is None and trace not in (NO_TRACE, RECORDED, None):
+            self.timeline = self._read_timeline(trace)
+        if self.timeline is None and trace in (NO_TRACE, None):
+            self.time_status.note(
+                "no ETDump: pick one above, type its path, or press Run with ETDump to record "
+                f"one ({self.run_iterations.value} runs of {self.run_method.value or 'forward'} "
+                "in a child process)" if art.format == "pte" else "no ETDump: pick one above")
+        self._show_timeline()
+
+    def _read_timeline(self, trace: str) -> pd.DataFrame | None:
+        """``wb.timeline(program, trace, record)`` (errors shown in the tab)."""
+        from .._open import open as wb_open
+        from ..timing import timeline
+
+        record = self.time_record.value
+        opened = []
+        try:
+            opened.append(wb_open(trace))
+            if record not in (NO_TRACE, None):
+                opened.append(wb_open(record))
+            t = timeline(self.art, *opened)
+        except Exception as exc:  # shown in the tab
+            self.time_status.show_error(exc)
+            offer_reload(self, exc)
+            return None
+        finally:
+            for a in opened:
+                a.close()
+        self.time_status.note(f"{os.path.basename(trace)}: {len(t):,} events in "
+                              f"{t['run'].nunique():,} runs")
+        return t
+
+    def run_program(self) -> pd.DataFrame | None:
+        """Run the shown program with ETDump on (the Run button): ``iterations`` runs of the
+        chosen method in a child process, then show where the time went.
+
+        Example:
+            >>> ex.tabs.selected_index = ex.TABS.index("Time")      # doctest: +SKIP
+            >>> ex.run_program()["duration"].sum()                  # doctest: +SKIP
+        """
+        art = self.art
+        if art is None or art.format != "pte":
+            self.time_status.note("Run works on a .pte program")
+            return None
+        runner = self.runner
+        if runner is None:
+            from ..timing import run as runner
+        record = self.time_record.value
+        data = next((d for d in self.data or () if str(d).endswith(".ptd")), None)
+        method = self.run_method.value or "forward"
+        n = int(self.run_iterations.value)
+        self.run_button.disabled = True
+        self.time_status.note(f"running {method} {n} times with ETDump on…")
+        try:
+            t = runner(art.path, iterations=n, method=method,
+                       etrecord=None if record in (NO_TRACE, None) else record, data=data)
+        except Exception as exc:  # the runtime failed: shown in the tab
+            self.time_status.show_error(exc)
+            return None
+        finally:
+            self.run_button.disabled = False
+        self.timeline = t
+        with self._quiet_time():
+            options = [o for o in self.time_trace.options if o[1] != RECORDED]
+            self.time_trace.options = [*options, (f"(recorded: {n} runs of {method})", RECORDED)]
+            self.time_trace.value = RECORDED
+        self.time_status.note(f"recorded {n} runs of {method}: {len(t):,} events")
+        self._show_timeline()
+        return t
+
+    def _show_timeline(self) -> None:
+        """Draw :attr:`timeline`: the run chooser, both figures and the run's events."""
+        t = self.timeline
+        if t is None or t.empty:
+            with self._quiet_time():
+                self.time_run.options = []
+            self.timeline_view.show_note("" if t is None else "the trace has no events")
+            self.operators_view.show_note("")
+            self.time_table.set_frame(None)
+            return
+        runs = t.drop_duplicates("run")[["run", "block", "iteration"]]
+        options = [(f"run {r.run} ({r.block}, iteration {r.iteration})", int(r.run))
+                   for r in runs.itertuples(index=False)]
+        execs = [v for (label, v) in options if "(Execute" in label]
+        with self._quiet_time():
+            self.time_run.options = options
+            self.time_run.value = execs[-1] if execs else options[-1][1]
+        plots = plots_module()
+        self.operators_view.show(lambda: plots.operators(t))
+        self._show_run()
+
+    def _show_run(self) -> None:
+        t, run = self.timeline, self.time_run.value
+        if getattr(self, "_time_quiet", False) or t is None or run is None:
+            return
+        plots = plots_module()
+        self.timeline_view.show(lambda: plots.timeline(t, run=run))
+        rows = t[t["run"] == run]
+        self.time_table.set_frame(rows[[c for c in TIME_COLUMNS if c in rows]])
+
+    # -- Delegates ------------------------------------------------------------------------------
+    def _build_delegates(self) -> None:
+        self.delegate_pick = widgets.Dropdown(description="delegate", options=[ALL],
+                                              layout=widgets.Layout(width="420px"))
+        self.delegates_note = widgets.HTML()
+        self.delegate_tables = {name: PagedTable(page_size=10, empty=f"no {name} rows")
+                                for name in DELEGATE_COLUMNS}
+        self.delegate_pick.observe(lambda _: guarded(Explorer._draw_delegates)(self),
+                                   names="value")
+        titles = {"delegates": "<b>Delegates</b> — one row per delegate call target",
+                  "delegate_tensors": "<b>Tensors inside the blobs</b> (delegate_tensors)",
+                  "delegate_nodes": "<b>Nodes of the backend graphs</b> (delegate_nodes)"}
+        parts: list[widgets.Widget] = [self.delegate_pick, self.delegates_note]
+        for name, table in self.delegate_tables.items():
+            parts += [widgets.HTML(titles[name]), table]
+        self.delegates_panel = widgets.VBox(parts)
+
+    def _reset_delegates(self) -> None:
+        dl = self._frame("delegates")
+        options: list[Any] = [(ALL, ALL)]
+        if dl is not None:
+            for r in dl.itertuples(index=False):
+                options.append((f"{r.method} #{r.index} {r.id} ({human_bytes(int(r.size))})",
+                                f"{r.method}\0{r.index}"))
+        self.delegate_pick.options = options
+        self.delegate_pick.value = ALL
+
+    def _draw_delegates(self) -> None:
+        if self.TABS.index("Delegates") in self._stale:
+            return
+        dl = self._frame("delegates")
+        fmt = self.art.format if self.art is not None else "no artifact"
+        if dl is None:
+            self.delegates_note.value = note_html(f"{fmt}: no delegates frame")
+        elif dl.empty:
+            self.delegates_note.value = note_html(
+                "no delegates: every instruction calls a kernel of the runtime")
+        else:
+            blobs = int(dl["size"].sum())
+            inside = [f"{len(self.art.frames[n]):,} {n.split('_')[1]}" for n in
+                      ("delegate_tensors", "delegate_nodes") if n in self.art.frames]
+            self.delegates_note.value = note_html(
+                f"{len(dl):,} delegates, {human_bytes(blobs)} of blobs"
+                + (f"; inside them: {', '.join(inside)}" if inside else
+                   "; this program's frames do not describe the blobs' insides"))
+        pick = self.delegate_pick.value
+        for name, table in self.delegate_tables.items():
+            df = self._frame(name)
+            if df is None:
+                table.empty = f"{fmt}: no {name} frame"
+                table.set_frame(None)
+                continue
+            if pick not in (ALL, None) and {"method", "index"} <= set(df.columns):
+                method, index = pick.split("\0")
+                df = df[(df["method"].astype(str) == method) & (df["index"] == int(index))]
+            table.empty = f"no {name} rows"
+            table.set_frame(df[[c for c in DELEGATE_COLUMNS[name] if c in df]])
 
 
 def _fmt(v: Any) -> str:
