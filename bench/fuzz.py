@@ -1,4 +1,5 @@
-"""Seeded, format-aware mutation fuzzer over every sample artifact (.pte, .ptd, .bpte, .pt2).
+"""Seeded, format-aware mutation fuzzer over every sample artifact (.pte, .ptd, .bpte, .pt2,
+and the runtime traces: ETDump .etdp with its debug buffer, ETRecord .etrecord).
 
 Each input is one sample with one to five mutations (bit flips, truncation, inflated
 u16/u32/u64 fields, zeroed or random byte runs, duplicated or removed ranges, copied
@@ -9,7 +10,10 @@ headers and symbol tables of an embedded ``.so``. The mutant is opened with ``wb
 this process* under a per-input timer and a hard watchdog (``SIGALRM``), and exercised the
 way a user would: every frame, ``summary()``, ``validate()``, the embedded program of a
 ``.bpte``, and tensor reads that touch every byte of the view (``tensors`` and, for a
-``.bpte``, ``test_cases``), once with ``copy=True``.
+``.bpte``, ``test_cases``), once with ``copy=True``. A trace is opened with its debug buffer
+(``<name>.debug.bin`` beside it; that buffer is mutated too, seen through its trace) and
+joined to its program by :func:`workbench.timeline`, with and without its ETRecord; a
+mutated ETRecord is joined to the intact program and trace the same way.
 
 A failure is any exception that is not an :class:`~workbench.ArtifactError`, an input that
 takes longer than ``--slow`` seconds (default 2), a hang (``--hang``, default 10 s), or a
@@ -65,7 +69,9 @@ from _measure import reset_hwm, status_kb  # noqa: E402  (the benchmarks' /proc 
 
 SAMPLES = ROOT / "sample_models"
 DEFAULT_GLOBS = ("sample_models/*.pte", "sample_models/*.ptd", "sample_models/*.bpte",
-                 "sample_models/*.pt2")
+                 "sample_models/*.pt2", "sample_models/*.etdp", "sample_models/*.etrecord")
+#: The debug buffer the runtime writes beside a trace (``<name>.etdp`` -> ``<name>.debug.bin``).
+DEBUG_SUFFIX = ".debug.bin"
 
 #: Values written into integer fields (the file size and the old value are added per input).
 SPECIAL_U16 = (0, 1, 0x7FFF, 0x8000, 0xFFFF)
@@ -299,20 +305,48 @@ def _text_numbers(data: bytes, regions: list[tuple[int, int]]) -> list[tuple[int
     return out
 
 
+def _base(path: Path) -> str:
+    """A sample's name up to its first dot (``mlp_portable.debug.bin`` -> ``mlp_portable``)."""
+    return path.name.split(".", 1)[0]
+
+
+def _partners(path: Path) -> list[Path]:
+    """The intact files a trace or an ETRecord is used with: its program, its debug buffer,
+    its ETRecord or trace (those that exist beside it)."""
+    base = path.parent / _base(path)
+    names = [".pte", DEBUG_SUFFIX, ".etrecord", ".etdp"]
+    return [q for q in (base.with_name(base.name + n) for n in names)
+            if q.is_file() and q != path]
+
+
+def _debug_buffer_target(etdp: Target, debug: Path) -> Target:
+    """The debug buffer (raw tensor bytes, no structure) mutated, seen through its trace:
+    truncations and edits of the bytes the logged tensors point at."""
+    data = debug.read_bytes()
+    return Target(key=f"{debug.name}@{etdp.name}", path=debug, data=data, fmt="debug_buffer",
+                  regions={"head": [(0, min(64, len(data)))], "any": [(0, len(data))]},
+                  fields=[], boundaries=[0, len(data)], texts=[], open_name=etdp.name,
+                  siblings=[p for p in _partners(etdp.path) if p != debug] + [etdp.path],
+                  zip_like=False)
+
+
 def analyse(path: Path, fmt_hint: str | None = None) -> list[Target]:
     """Targets for one sample: the file itself, and for a ``.ptd`` with a program of the same
-    stem, the ``.ptd`` seen through that program (its sibling)."""
+    stem, the ``.ptd`` seen through that program (its sibling); for a trace with a debug
+    buffer, that buffer seen through the trace."""
     data = path.read_bytes()
     regions, bounds, fmt = _segment_regions(path)
     fields: list[Field] = []
-    if fmt in ("pte", "ptd"):
+    if fmt == "etdump":  # a size prefix, then the flatbuffer (its offsets relative to byte 4)
+        fields = [Field(0, 4, "size prefix"), Field(4, 4, "root offset")]
+    elif fmt in ("pte", "ptd"):
         fields = _flat_fields(data)
     elif fmt == "bpte":
         fields = [Field(0, 4, "root offset")]
         k = data.find(b"ET12")
         if k >= 4:  # the embedded program (its vector's u32 length precedes it)
             fields += [Field(k - 8, 4, "program vector length"), *_flat_fields(data, k - 4)]
-    elif fmt == "pt2":
+    elif fmt in ("pt2", "etrecord"):
         zfields, zranges, zbounds = _zip_fields(data)
         fields = zfields
         regions["struct"] += zranges
@@ -332,10 +366,15 @@ def analyse(path: Path, fmt_hint: str | None = None) -> list[Target]:
         ptd = path.with_suffix(".ptd")
         if ptd.is_file():
             siblings.append(ptd)
+    elif fmt in ("etdump", "etrecord"):
+        siblings = _partners(path)
     base = Target(key=path.name, path=path, data=data, fmt=fmt, regions=regions, fields=fields,
                   boundaries=bounds, texts=texts, open_name=path.name, siblings=siblings,
-                  zip_like=fmt == "pt2")
+                  zip_like=fmt in ("pt2", "etrecord"))
     out = [base]
+    debug = path.parent / (_base(path) + DEBUG_SUFFIX)
+    if fmt == "etdump" and debug.is_file():
+        out.append(_debug_buffer_target(base, debug))
     if fmt == "ptd":
         pte = path.with_suffix(".pte")
         if pte.is_file():
@@ -567,12 +606,17 @@ def exercise(path: str | os.PathLike[str], max_tensors: int = 8) -> None:
     """
     import workbench as wb
 
-    art = wb.open(path)
+    path = Path(path)
+    partners = {q.name[len(_base(path)):]: q for q in _partners(path)}
+    debug = partners.get(DEBUG_SUFFIX)
+    art = wb.open(path) if debug is None or path.suffix != ".etdp" else wb.open(path,
+                                                                                  data=[debug])
     try:
         for name in list(art.frames):
             art.frames[name]
         art.summary()
         art.validate()
+        _join_traces(art, partners)
         if art.format == "bpte":
             inner = art.program
             for name in list(inner.frames):
@@ -590,6 +634,34 @@ def exercise(path: str | os.PathLike[str], max_tensors: int = 8) -> None:
                     _touch(art.tensor(key, copy=True))
     finally:
         art.close()
+
+
+def _join_traces(art: Any, partners: dict[str, Path]) -> None:
+    """A trace joined to its program by ``wb.timeline`` (by event and by instruction; with its
+    ETRecord by event), an ETRecord joined to its program and trace the same way. The intact
+    partners are opened once."""
+    import workbench as wb
+
+    if ".pte" not in partners or art.format not in ("etdump", "etrecord"):
+        return
+    if art.format == "etrecord" and ".etdp" not in partners:
+        return
+    opened = [wb.open(partners[".pte"])]
+    try:
+        if art.format == "etdump":
+            joins = [(art, None)]
+            if ".etrecord" in partners:
+                opened.append(wb.open(partners[".etrecord"]))
+                joins.append((art, opened[-1]))
+        else:
+            opened.append(wb.open(partners[".etdp"]))
+            joins = [(opened[-1], art)]
+        for k, (trace, record) in enumerate(joins):
+            for by in ("event", "instruction") if k == 0 else ("event",):
+                wb.timeline(opened[0], trace, record, by=by)
+    finally:
+        for a in opened:
+            a.close()
 
 
 @dataclasses.dataclass
