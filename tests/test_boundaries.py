@@ -36,12 +36,24 @@ NAMED_KINDS = {"named_data", "so_blob", "weights_blob"}
 
 # -- helpers --------------------------------------------------------------------------------------
 def reader_rows(art, file=None) -> list[tuple[int, int, str, int]]:
-    """``(offset, size, kind, index or -1)`` of the segment rows of ``file``, sorted."""
+    """``(offset, size, kind, index or -1)`` of the segment rows of ``file``, sorted; the
+    sub-segments of a delegate blob (consecutive rows of one ``Program.segments`` index) are
+    joined back into the one range of their segment, shown as ``delegate`` (their own
+    boundaries are checked by :func:`test_delegate_subsegments_tile_their_segment` and, for
+    XNNPACK, against ExecuTorch's ``XNNHeader`` in ``tests/test_xnnpack.py``)."""
     seg = art.segments
     seg = seg[seg["file"] == (file or art.path)]
     index = seg["index"].fillna(-1).astype(np.int64) if "index" in seg else [-1] * len(seg)
-    return sorted(zip(seg["offset"].astype(int), seg["size"].astype(int),
+    rows = sorted(zip(seg["offset"].astype(int), seg["size"].astype(int),
                       seg["kind"].astype(str), (int(i) for i in index)))
+    out: list[tuple[int, int, str, int]] = []
+    for off, size, kind, i in rows:
+        if out and i >= 0 and out[-1][3] == i and out[-1][0] + out[-1][1] == off:
+            prev = out.pop()
+            out.append((prev[0], prev[1] + size, "delegate", i))
+        else:
+            out.append((off, size, kind, i))
+    return out
 
 
 def fill_gaps(ranges: list[tuple[int, int, set, int]], file_size: int
@@ -117,6 +129,8 @@ def test_segment_rows_hold_the_segment_bytes(pte_path, oracle, opened):
     art = opened(pte_path)
     seg = art.segments
     seg = seg[(seg["file"] == art.path) & seg["index"].notna()]
+    # a delegate blob's sub-segments together are its segment
+    seg = seg.groupby("index").agg(offset=("offset", "min"), size=("size", "sum")).reset_index()
     data = pte_path.read_bytes()
     blobs = o.program.segments
     assert len(seg) == len(blobs)
@@ -126,6 +140,33 @@ def test_segment_rows_hold_the_segment_bytes(pte_path, oracle, opened):
     for r in seg.itertuples():
         s = blobs[int(r.index)]
         assert data[r.offset : r.offset + r.size] == tail[s.offset : s.offset + s.size]
+
+
+def test_delegate_subsegments_tile_their_segment(pte_path, oracle, opened):
+    """A delegate segment shown as sub-segments: they lie back to back from the segment's
+    first byte to its last (ExecuTorch's offsets), each named after its delegate; segments
+    nothing delegates to are never split."""
+    o = oracle.read(pte_path)
+    art = opened(pte_path)
+    seg = art.segments
+    seg = seg[(seg["file"] == art.path) & seg["index"].notna()]
+    uses = segment_uses(o.program, o.ns.schema)
+    split = 0
+    for i, rows in seg.groupby("index"):
+        if len(rows) == 1:
+            continue
+        split += 1
+        assert uses.get(int(i)) == {"delegate"}, f"segment {i} is split but is not a delegate blob"
+        start = o.segment_base_offset + o.program.segments[int(i)].offset
+        ends = (rows["offset"] + rows["size"]).tolist()
+        assert rows["offset"].tolist() == [start, *ends[:-1]]
+        assert ends[-1] == start + o.program.segments[int(i)].size
+        label = rows["used_by"].iloc[0]
+        assert label.endswith(")") and " delegate " in label and (rows["used_by"] == label).all()
+        assert all(n.startswith(label + ": ") for n in rows["name"])
+    delegated = {k for k, v in uses.items() if v == {"delegate"}}
+    if delegated and art.frames["delegates"]["backend"].notna().all() and o.eh is not None:
+        assert split >= 1, f"{pte_path.name}: no delegate segment was split into its layout"
 
 
 @pytest.mark.parametrize("name", [p.name for p in sorted(SAMPLES.glob("*.pte"))])

@@ -55,6 +55,8 @@ def norm(v):
         return [norm(x) for x in v]
     if v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)):
         return None
+    if isinstance(v, float) and math.isinf(v):  # JSON has no infinities: the CLI writes strings
+        return "Infinity" if v > 0 else "-Infinity"
     if isinstance(v, np.generic):
         return v.item()
     return v

@@ -202,7 +202,8 @@ def test_tied_xnnpack_duplicate_found(sample, oracle):
                     if prog.constant_location(x) is not None]
         (key,) = [e.key for e in prog.program.named_data]
         assert row["sha256"] == key == hashlib.sha256(_raw(xnn, *const)).hexdigest()
-        assert "forward/0" in row["names"] and key in row["names"]
+        key_tensor = cmp.b.frames["named_data"].set_index("key").loc[key, "tensor"]
+        assert row["names"].split("; ") == ["forward/0", key_tensor]  # the XNNPACK constant
         s = cmp.summary
         dup = s[(s["metric"] == "duplicates") & s["file"].isna()].set_index("side")
         assert dup.loc["b", "bytes"] == 4096 and dup.loc["b", "count"] == 1
@@ -211,10 +212,13 @@ def test_tied_xnnpack_duplicate_found(sample, oracle):
         t = cmp.hash().tensors
         copy = t[t["match"] == "content_copy"]
         assert len(copy) == 1
-        assert copy["name_a"].iloc[0] == "forward/0" and copy["name_b"].iloc[0] == key
+        # the named-data entry is shown as the XNNPACK constant that reads it
+        assert copy["name_a"].iloc[0] == "forward/0"
+        assert copy["name_b"].iloc[0] == key_tensor
+        assert copy["name_b"].iloc[0].startswith("forward/delegate0/")
         assert copy["moved"].iloc[0] == "segment → named_data"
         assert bool(copy["same_bytes"].iloc[0])
-        assert copy["dtype_b"].iloc[0] == "uint8"  # raw named data, no layout
+        assert pd.isna(copy["dtype_b"].iloc[0])  # the graph reads it as float32, as a does
     with wb.open(xnn) as art:
         alone = duplicates(art)
         assert list(alone["nbytes"]) == [4096] and list(alone["copies"]) == [2]
@@ -231,7 +235,10 @@ def test_xnnpack_inline_vs_external_named_data(sample):
         assert len(t) == 4 and (t["side"] == "both").all() and set(t["match"]) == {"name"}
         assert (t["moved"] == "named_data (.pte) → named_data (.ptd)").all()
         assert t["same_bytes"].all()
-        assert (t["name_a"] == t["sha256_a"]).all()  # keys are sha256 of the bytes
+        # each row is the XNNPACK constant stored under a key that is the sha256 of its bytes
+        keys = cmp.a.frames["named_data"].set_index("tensor")["key"]
+        assert (t["name_a"].map(keys) == t["sha256_a"]).all()
+        assert (t["name_a"] == t["name_b"]).all() and t["name_a"].str.startswith("forward/delegate0/").all()
         assert _per_file(cmp, "b", str(ext), "weights") == 0
         assert _per_file(cmp, "a", str(pte), "weights") == int(t["nbytes"].sum())
 

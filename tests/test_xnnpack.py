@@ -432,3 +432,167 @@ def test_dequantize_packed_int4_with_odd_rows_and_partial_groups():
     np.testing.assert_array_equal(dequantize(bytes(packed), row, raw), want)
     with pytest.raises(wb.ArtifactError, match="scales for 2 rows x 3 groups"):
         dequantize(bytes(packed), row, raw[:-2])
+
+
+# -- wired into wb.open: frames, segments, tensor(), dequantize -------------------------------
+
+def _plain(df):
+    """Rows of a frame as comparable tuples (categories and NA spelled one way)."""
+    import pandas as pd
+
+    return [tuple(None if (v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)))
+                  else v for v in row) for row in df.astype(object).itertuples(index=False)]
+
+
+@pytest.mark.parametrize("path", FILES, ids=_ids(FILES))
+def test_open_wires_in_the_blob_records(path):
+    """``wb.open`` gives the records that ``inspect_blob`` gives (checked against flatc and
+    XNNHeader above): the delegate_tensors/delegate_nodes frames, the backend in the
+    delegates frame, and each XNNPACK blob's segment rows at XNNHeader's offsets."""
+    found = blobs(path)
+    art = wb.open(path)
+    infos = [i for _, i, _ in found]
+    for frame, cols in (("delegate_tensors", tensor_columns(infos)),
+                        ("delegate_nodes", xnn_node_columns(infos))):
+        got = art.frames[frame]
+        got = got[got["delegate"] == "XnnpackBackend"].reset_index(drop=True)
+        assert _plain(got) == _plain(build(frame, cols)), frame
+    d = art.frames["delegates"]
+    assert set(d.loc[d["id"] == "XnnpackBackend", "backend"]) == {"xnnpack"}
+    seg = art.segments
+    for row, info, raw in found:
+        if row["location"] != "segment" or raw[info.offset + 4:info.offset + 8] != b"XH00":
+            continue
+        from executorch.backends.xnnpack.serialization.xnnpack_graph_serialize import XNNHeader
+
+        h = XNNHeader.from_bytes(raw[info.offset:info.offset + XNNHeader.EXPECTED_LENGTH])
+        rows = seg[(seg["file"] == art.path) & (seg["index"] == row["data_index"])]
+        rows = rows.sort_values("offset")
+        assert rows["offset"].iloc[0] == info.offset
+        assert (rows["offset"] + rows["size"]).iloc[-1] == info.offset + info.size
+        by_kind = {k: list(zip(g["offset"], g["size"])) for k, g in rows.groupby("kind", observed=True)}
+        assert by_kind["header"] == [(info.offset, XNNHeader.EXPECTED_LENGTH)]
+        assert by_kind["flatbuffer"] == [(info.offset + h.flatbuffer_offset, h.flatbuffer_size)]
+        lo = info.offset + h.constant_data_offset
+        for off, size in by_kind.get("constant", []):
+            assert lo <= off and off + size <= lo + h.constant_data_size
+
+
+def xnn_node_columns(infos):
+    from workbench.formats.delegates import node_columns
+
+    return node_columns(infos)
+
+
+@pytest.mark.parametrize("path", FILES, ids=_ids(FILES))
+def test_tensor_reads_every_stored_delegate_constant(path):
+    """``art.tensor(name)`` of a delegate constant: the stored bytes at the frame's offset, in
+    its dtype and shape; packed 4-bit data as uint8 rows of ceil(cols / 2) bytes; and
+    ``dequantize=True`` equals :func:`dequantize` over the same bytes and scales."""
+    if not path.is_file():
+        pytest.skip(f"{path.name} is not there")
+    art = wb.open(path)
+    t = art.frames["delegate_tensors"]
+    stored = t[t["offset"].notna()]
+    assert len(stored) == (t["role"] == "constant").sum()  # every constant is readable
+    for _, row in stored.iterrows():
+        got = art.tensor(row["name"])
+        raw = pathlib.Path(row["file"]).read_bytes()[row["offset"]:row["offset"] + row["nbytes"]]
+        assert np.asarray(got).tobytes() == raw, row["name"]
+        shape = tuple(row["shape"])
+        if row["dtype"] == "int4":
+            assert got.dtype == np.uint8 and got.shape == (*shape[:-1], (shape[-1] + 1) // 2)
+        else:
+            assert tuple(got.shape) == shape and str(got.dtype).removeprefix("torch.") == row["dtype"]
+        if row["quant"] in ("none", "per_tensor", "per_channel", "per_channel_group") and \
+                row["backend_dtype"] != "qdint8":
+            scales = None if pd_isna(row["scale_offset"]) else _read(row, "scale_")
+            want = dequantize(raw, row, scales)
+            np.testing.assert_array_equal(art.tensor(row["name"], dequantize=True), want)
+
+
+def pd_isna(v) -> bool:
+    import pandas as pd
+
+    return v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)) or pd.isna(v)
+
+
+def test_dequantize_through_the_artifact_matches_torchao(sample):
+    """``tensor(name, dequantize=True)`` of the groupwise int4 weights: torchao's values."""
+    pytest.importorskip("torchao")
+    art = wb.open(sample("wide_xnnpack_8da4w.pte"))
+    t = art.frames["delegate_tensors"]
+    model = _make_samples().int4_wide_mlp()
+    for _, row in t[t["backend_dtype"] == "qbint4"].iterrows():
+        lin = model.fc1 if row["shape"] == (32, 64) else model.fc2
+        got = art.tensor(row["name"], dequantize=True)
+        assert got.dtype == np.float32 and got.shape == row["shape"]
+        np.testing.assert_allclose(got, lin.weight.dequantize().float().numpy(), rtol=1e-2, atol=1e-6)
+
+
+def test_dequantize_refusals_and_plain_tensors(sample):
+    from workbench.formats.delegates import UnsupportedQuantizationError
+
+    q = wb.open(sample("mlp_xnnpack_qc8.pte"))
+    dyn = q.frames["delegate_tensors"].query("backend_dtype == 'qdint8'")["name"].iloc[0]
+    with pytest.raises(wb.MissingDataError, match="no stored bytes"):
+        q.tensor(dyn, dequantize=True)  # a dynamically quantized activation: nothing stored
+    p = wb.open(sample("mlp_portable.pte"))
+    w = p.tensor("forward/0")
+    got = p.tensor("forward/0", dequantize=True)
+    assert got.dtype == np.float32 and got.flags.writeable
+    np.testing.assert_array_equal(got, w)
+    b = wb.open(sample("mlp_bf16.pte"))
+    name = b.tensors.query("dtype == 'bfloat16' and offset.notna()")["name"].iloc[0]
+    np.testing.assert_array_equal(b.tensor(name, dequantize=True), b.tensor(name).float().numpy())
+    planned = p.tensors.query("storage == 'planned'")["name"].iloc[0]
+    with pytest.raises(wb.MissingDataError):
+        p.tensor(planned, dequantize=True)
+    nd = q.tensors.query("storage == 'named_data'")["name"].iloc[0]  # raw uint8 named data
+    with pytest.raises(UnsupportedQuantizationError, match="no quantization parameters"):
+        q.tensor(nd, dequantize=True)
+
+
+def test_named_data_rows_say_what_the_graph_reads(sample):
+    """Each named-data key a graph tensor reads carries that tensor's name, dtype, logical
+    shape and quantization; the scales' keys name the tensor they scale."""
+    art = wb.open(sample("wide_xnnpack_8da4w.pte"))
+    nd = art.frames["named_data"].set_index("key")
+    t = art.frames["delegate_tensors"]
+    consts = t[t["named_key"].notna()]
+    assert len(consts) and set(consts["named_key"]) <= set(nd.index)
+    for _, row in consts.iterrows():
+        r = nd.loc[row["named_key"]]
+        assert (r["tensor"], r["dtype"], r["shape"], r["quant"]) == (
+            row["name"], row["dtype"], row["shape"], row["quant"])
+        if row["quant"] == "per_channel_group":
+            assert r["group_size"] == row["group_size"] == 32
+            s = nd.loc[row["scale_key"]]
+            assert s["tensor"] == f"{row['name']} (scales)" and s["dtype"] == row["scale_dtype"]
+            assert s["shape"] == (row["num_scales"],) and s["size"] == row["scale_nbytes"]
+    unread = set(nd.index) - set(consts["named_key"]) - set(consts["scale_key"].dropna())
+    assert all(pd_isna(nd.loc[k, "tensor"]) for k in unread)
+
+
+def test_a_broken_blob_is_a_finding_not_a_refusal(sample, tmp_path):
+    """An XNNPACK blob whose header points its graph past the blob: the program still opens
+    (the runtime would load it and fail in the backend's init), the blob stays one segment,
+    and validate() names the delegate and the offset."""
+    import struct
+
+    src = sample("mlp_xnnpack.pte")
+    art = wb.open(src)
+    d = art.frames["delegates"].iloc[0]
+    data = bytearray(src.read_bytes())
+    struct.pack_into("<I", data, int(d["offset"]) + 12, int(d["size"]) * 4)  # flatbuffer_size
+    bad = tmp_path / "broken.pte"
+    bad.write_bytes(bytes(data))
+    b = wb.open(bad)
+    rows = b.segments[b.segments["index"] == d["data_index"]]
+    assert rows[["offset", "size", "kind"]].values.tolist() == [[d["offset"], d["size"], "delegate"]]
+    assert b.frames["delegate_tensors"].empty and b.frames["delegates"]["backend"].isna().all()
+    v = b.validate()
+    err = v[v["severity"] == "error"]
+    assert len(err) == 1 and "forward delegate 0 (XnnpackBackend)" in err["structure"].iloc[0]
+    assert "cannot be taken apart" in err["message"].iloc[0]
+    assert d["offset"] <= int(err["offset"].iloc[0]) < d["offset"] + d["size"]

@@ -260,7 +260,7 @@ class Artifact:
                 names = cols["name"]
                 for i, n in enumerate(names):
                     index.setdefault(n, (frame, i))
-                if "method" in cols and "value" in cols:
+                if frame == "tensors" and "method" in cols and "value" in cols:
                     for i, (m, v) in enumerate(zip(cols["method"], cols["value"])):
                         if m is not None and v is not None:
                             index.setdefault((m, v), (frame, i))
@@ -270,18 +270,26 @@ class Artifact:
         except (KeyError, TypeError):
             raise KeyError(f"{self.path}: no tensor named {key!r}") from None
 
-    def tensor(self, key: str | tuple[str, int], *, copy: bool = False) -> Any:
+    def tensor(self, key: str | tuple[str, int], *, copy: bool = False,
+               dequantize: bool = False) -> Any:
         """The bytes of one tensor as an array with its dtype and shape.
 
         Args:
-            key: a ``name`` from :attr:`tensors`, or ``(method, value)`` for a .pte value.
+            key: a ``name`` from :attr:`tensors` (or from ``frames["delegate_tensors"]``: a
+                constant inside a delegate's graph), or ``(method, value)`` for a .pte value.
             copy: return a private, writable copy instead of a read-only view of the map.
                 The copy is read through the file descriptor (``os.preadv``), not the map,
                 and the file's identity is checked before and after: it never faults.
+            dequantize: return the values as a new float32 array of the logical shape:
+                quantized delegate constants (per-tensor, per-channel int8/int4, groupwise
+                int4) are scaled with their stored scales; float tensors are converted.
 
         Returns:
             A numpy array (read-only view unless ``copy``), or a torch tensor for dtypes
-            numpy lacks (``bfloat16``, float8 types). Views follow ``dim_order``.
+            numpy lacks (``bfloat16``, float8 types). Views follow ``dim_order``. Packed
+            4-bit delegate data (dtype ``int4``) is returned as it is stored: ``uint8`` of
+            shape ``(*shape[:-1], ceil(shape[-1] / 2))``, two values per byte; the frame
+            keeps the logical shape.
 
         Warning:
             A view (``copy=False``) is the file's memory map. If the file is truncated
@@ -299,14 +307,24 @@ class Artifact:
             OutOfBoundsError: its bytes lie outside the file.
             StaleFileError: the file was rewritten in place or truncated since it was
                 opened (call :meth:`reload`).
+            UnsupportedQuantizationError: ``dequantize`` for a tensor whose quantization
+                cannot be undone here (dynamically quantized activations, integer tensors
+                without scales).
 
         Example:
             >>> w = art.tensor("forward/0")     # doctest: +SKIP
             >>> w.shape, w.dtype, w.flags.writeable   # doctest: +SKIP
             ((32, 16), dtype('float32'), False)
+            >>> q = wb.open("sample_models/wide_xnnpack_8da4w.pte")           # doctest: +SKIP
+            >>> q.tensor("forward/delegate0/2").shape                        # doctest: +SKIP
+            (32, 32)
+            >>> q.tensor("forward/delegate0/2", dequantize=True).shape       # doctest: +SKIP
+            (32, 64)
         """
         frame, i = self._row(key)
         cols = self.columns(frame)
+        if dequantize:
+            return self._dequantized(frame, i, cols, key)
         name = cols["name"][i]
         offset = cols["offset"][i]
         file = cols["file"][i]
@@ -332,6 +350,10 @@ class Artifact:
         shape = tuple(cols["shape"][i])
         dim_order = tuple(cols["dim_order"][i]) if "dim_order" in cols else tuple(range(len(shape)))
         dt = BY_NAME.get(cols["dtype"][i])
+        if cols["dtype"][i] == "int4" and shape:  # packed: the stored bytes, as they are
+            dt = BY_NAME["uint8"]
+            shape = (*shape[:-1], (shape[-1] + 1) // 2)
+            dim_order = tuple(range(len(shape)))
         if dt is None:  # pragma: no cover - readers only emit known dtypes
             raise ArtifactError(f"dtype {cols['dtype'][i]!r} is unknown", file=file)
         if offset < 0:
@@ -401,6 +423,33 @@ class Artifact:
         else:
             t = base.reshape(physical).permute(inverse)
         return t.clone() if copy else t
+
+    def _dequantized(self, frame: str, i: int, cols: dict[str, list], key: Any) -> Any:
+        """``tensor(key, dequantize=True)``: float32 values of row ``i`` of ``frame``."""
+        import numpy as np
+
+        from .formats.delegates.quant import UnsupportedQuantizationError, dequantize
+
+        name, dtype = cols["name"][i], cols["dtype"][i]
+        if frame != "delegate_tensors" or cols["offset"][i] is None:
+            if dtype in ("float32", "float64", "float16", "bfloat16") or cols["offset"][i] is None:
+                values = self.tensor(key, copy=True)  # raises MissingDataError when unstored
+                return np.asarray(values.float() if hasattr(values, "float") else values,
+                                  np.float32)
+            raise UnsupportedQuantizationError(
+                f"tensor {name!r} ({dtype}) carries no quantization parameters",
+                file=self.path, structure=f"tensor {name!r}")
+        row = {c: v[i] for c, v in cols.items()}
+        src = self._parsed.sources[row["file"]]
+        what = f"delegate tensor {name!r}"
+        data = src.readinto(int(row["offset"]), np.empty(int(row["nbytes"]), np.uint8), what)
+        scales = None
+        if row.get("scale_offset") is not None and row.get("scale_file") in self._parsed.sources:
+            ssrc = self._parsed.sources[row["scale_file"]]
+            scales = ssrc.readinto(int(row["scale_offset"]),
+                                   np.empty(int(row["scale_nbytes"] or 0), np.uint8),
+                                   f"scales of {what}")
+        return dequantize(data, row, scales)
 
     @staticmethod
     def _empty(shape: tuple, dt: Any, copy: bool, file: str, name: str, offset: int) -> Any:

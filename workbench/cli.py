@@ -15,7 +15,9 @@ Examples::
 
 Output: human-readable text on stdout by default; ``--format csv|json|parquet`` writes only
 that data to stdout (or ``--out FILE``); messages, warnings about bad files and the progress
-bar go to stderr. Names read from files are escaped before they reach a terminal.
+bar go to stderr. Names read from files are escaped before they reach a terminal. JSON has no
+infinities: ``--format json`` writes them as the strings ``"Infinity"`` / ``"-Infinity"``
+(missing values and NaN are ``null``).
 
 Exit codes: 0 ok, 1 an artifact is bad (one line on stderr, never a traceback), 2 usage error
 (or a command that is not available in this installation), 70 a bug in workbench itself (the
@@ -219,10 +221,16 @@ def _escaped(df: Any, na: str | None = None) -> Any:
 
 
 def _jsonable(df: Any) -> Any:
+    import numpy as np
+
     out = df.copy()
     for c in out.columns:
         if out[c].dtype == object:
             out[c] = out[c].map(lambda v: list(v) if isinstance(v, tuple) else v)
+        elif out[c].dtype.kind == "f" and np.isinf(out[c].to_numpy()).any():
+            # to_json would write an infinity as null: keep it, as a string
+            out[c] = out[c].astype(object).map(
+                lambda v: ("Infinity" if v > 0 else "-Infinity") if np.isinf(v) else v)
     return out
 
 

@@ -50,7 +50,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Union
 
-from ._fmt import human_bytes
+from ._fmt import align_of, human_bytes
 from .vocab import CLASSES, KIND_CLASS, NO_BYTES, byte_class
 
 if TYPE_CHECKING:
@@ -257,7 +257,16 @@ class StoredTensor:
 
 
 def stored_tensors(art: Artifact) -> list[StoredTensor]:
-    """The rows of ``art.tensors`` that hold bytes (see :data:`NO_BYTES`)."""
+    """The rows of ``art.tensors`` that hold bytes (see :data:`NO_BYTES`), with the
+    constants of delegate graphs (``frames["delegate_tensors"]``) folded in: a named-data row
+    whose bytes a delegate tensor reads takes that tensor's name, dtype and shape (so a
+    comparison says which portable weight became which XNNPACK constant, in what dtype), and
+    constants stored inside a blob (or inline in its graph) are rows of their own.
+
+    Example:
+        >>> [r.name for r in stored_tensors(wb.open("sample_models/mlp_xnnpack.pte"))][:1]  # doctest: +SKIP
+        ['forward/delegate0/1']
+    """
     ten = art.tensors
     cols = [c for c in ("name", "fqn", "method", "value", "dtype", "shape", "nbytes", "storage",
                         "file", "offset", "align") if c in ten.columns]
@@ -268,7 +277,36 @@ def stored_tensors(art: Artifact) -> list[StoredTensor]:
         if rec["offset"] is None and rec["storage"] in NO_BYTES:
             continue
         rows.append(StoredTensor(i, rec))
+    if "delegate_tensors" in art.frames:
+        rows = _with_delegate_constants(art, rows)
     return rows
+
+
+def _with_delegate_constants(art: Artifact, rows: list[StoredTensor]) -> list[StoredTensor]:
+    """:func:`stored_tensors`' rows with every stored delegate-graph constant folded in."""
+    dt = art.frames["delegate_tensors"]
+    dt = dt[dt["offset"].notna()]
+    if not len(dt):
+        return rows
+    named = {r.key: k for k, r in enumerate(rows) if r.key is not None and r.storage == "named_data"}
+    out = list(rows)
+    base = len(art.tensors)
+    taken: set[int] = set()
+    for j, (name, dtype, shape, nbytes, storage, file, offset) in enumerate(zip(
+            dt["name"], dt["dtype"], dt["shape"], dt["nbytes"], dt["storage"], dt["file"],
+            dt["offset"])):
+        rec = {"name": str(name), "fqn": None, "method": None, "value": None,
+               "dtype": str(dtype), "shape": tuple(shape), "nbytes": int(nbytes),
+               "storage": str(storage), "file": _na(file), "offset": int(offset),
+               "align": align_of(int(offset))}
+        k = named.get((rec["file"], rec["offset"], rec["nbytes"]))
+        if k is not None and k not in taken:  # the named-data entry this constant reads
+            taken.add(k)
+            rec["storage"] = rows[k].storage  # where the bytes are, as the tensors frame says
+            out[k] = StoredTensor(rows[k].i, rec)
+        else:
+            out.append(StoredTensor(base + j, rec))
+    return out
 
 
 def _ranges(art: Artifact, rows: list[StoredTensor]) -> dict[tuple[str, int, int], list[str]]:
@@ -280,9 +318,16 @@ def _ranges(art: Artifact, rows: list[StoredTensor]) -> dict[tuple[str, int, int
     seg = art.segments
     blobs = seg[[byte_class(str(k), str(n)) == "delegate"
                  for k, n in zip(seg["kind"], seg["name"])]]
-    for f, o, s, n in zip(blobs["file"], blobs["offset"], blobs["size"], blobs["name"]):
+    found = list(zip(blobs["file"], blobs["offset"], blobs["size"], blobs["name"]))
+    if "delegates" in art.frames:  # whole blobs, also those shown as their sub-segments
+        d = art.frames["delegates"]
+        found += [(f, o, s, f"{m} delegate {k} ({i})") for f, o, s, m, k, i in zip(
+            d["file"], d["offset"], d["size"], d["method"], d["index"], d["id"])]
+    for f, o, s, n in found:
         if s > 0:
-            out.setdefault((str(f), int(o), int(s)), []).append(str(n))
+            names = out.setdefault((str(f), int(o), int(s)), [])
+            if str(n) not in names and not any(str(n).startswith(x + ":") for x in names):
+                names.append(str(n))
     return out
 
 

@@ -13,6 +13,11 @@ Vocabularies:
   declared structure), ``constant`` (a .pte constant segment), ``mutable_data`` (initial
   values of mutable buffers), ``delegate`` (a backend's processed blob), ``named_data``
   (data looked up by key, e.g. XNNPACK weights), ``unused`` (a segment nothing refers to).
+  A delegate blob that the workbench takes apart (see ``workbench.formats.delegates``) is
+  shown as its sub-segments instead of one ``delegate`` row: they share the segment's
+  ``index``, are named ``"<method> delegate <i> (<backend id>): <part>"``, have that label as
+  ``used_by`` and the kinds ``header``, ``flatbuffer`` (the backend graph), ``constant``
+  (weights inside the blob), ``padding`` or ``delegate`` (payload not taken apart).
 * ``tensors.storage``: ``segment`` (the .pte constant segment), ``inline`` (legacy
   ``Program.constant_buffer`` inside the flatbuffer), ``external`` (bytes in a .ptd file),
   ``named_data`` (a keyed blob, raw bytes), ``mutable`` (a memory-planned buffer whose
@@ -208,6 +213,11 @@ SCHEMAS: dict[str, list[Column]] = {
         _c("method", "category", "execution plan name"),
         _c("index", "int64", "position in the method's delegate table"),
         _c("id", "string", "backend id, e.g. XnnpackBackend"),
+        _c("backend", "category", "backend the blob's bytes were recognised as (xnnpack, "
+           "vulkan, coreml, mps, qnn, ethos-u, vgf, openvino, aoti, mlx, unknown); missing "
+           "when the blob could not be taken apart (see validate())"),
+        _c("layout", "string", "what the blob's bytes are, e.g. 'XH00 header + XN01 "
+           "flatbuffer + constant data'"),
         _c("location", "category", "inline (in the flatbuffer) | segment"),
         _c("data_index", "int64", "index into backend_delegate_data or Program.segments"),
         _c("file", "string", "file holding the processed blob"),
@@ -227,6 +237,14 @@ SCHEMAS: dict[str, list[Column]] = {
         _c("has_layout", "boolean", "a tensor layout (dtype, sizes, dim order) is stored"),
         _c("role", "category", "tensor | blob | so_blob | weights_blob (AOTI delegate convention)"),
         _c("used_by", "string", "delegates whose blobs refer to this key"),
+        _c("tensor", "string", "the delegate_tensors row stored under this key (the first, "
+           "when several graph values share the bytes); '<name> (scales)' for the scales of "
+           "a quantized tensor"),
+        _c("dtype", "category", "that graph tensor's dtype (int4: packed two per byte; scales: "
+           "their dtype)"),
+        _c("shape", "object", "that graph tensor's logical shape (tuple of int)"),
+        _c("quant", "category", "that graph tensor's quantization (delegate_tensors.quant)"),
+        _c("group_size", "Int64", "elements per scale (groupwise quantization)"),
     ],
     "memory_plan": [
         _c("method", "category", "execution plan name"),

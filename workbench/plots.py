@@ -270,10 +270,16 @@ def _bands_of(obj: PlotSource) -> list[tuple[str, str, str, pd.DataFrame]]:
 
 def _draw_band(ax: Axes, seg: pd.DataFrame, y: float, scale: _Scale, labels: list[_Label]
                ) -> list[str]:
-    """Draw one file's segments as spans centred on ``y``; returns the kinds drawn."""
+    """Draw one file's segments as spans centred on ``y``; returns the kinds drawn.
+
+    The sub-segments of a delegate blob (rows named ``"<used_by>: <part>"``) are labelled by
+    their part, and a bracket above the band spans the whole blob, labelled with the
+    delegate (``gid`` ``delegate_blob``)."""
     kinds = []
     items = []
     full = scale.end or 1.0
+    used = seg["used_by"].tolist() if "used_by" in seg.columns else [None] * len(seg)
+    blobs: dict[str, list[float]] = {}
     for i, (name, kind, size) in enumerate(zip(seg["name"], seg["kind"], seg["size"])):
         kind = str(kind)
         x0 = scale.x0[i]
@@ -281,12 +287,24 @@ def _draw_band(ax: Axes, seg: pd.DataFrame, y: float, scale: _Scale, labels: lis
         # edges only where a span is wide enough for them not to paint the band white
         items.append((kind, x0, y - _BAND_H / 2, w, _BAND_H, 0.6 if w / full > 0.004 else 0.0))
         kinds.append(kind)
+        owner = used[i]
+        if isinstance(owner, str) and owner and str(name).startswith(owner + ": "):
+            name = str(name)[len(owner) + 2:]
+            span = blobs.setdefault(owner, [x0, x0 + w])
+            span[0], span[1] = min(span[0], x0), max(span[1], x0 + w)
         if size and kind != "padding":
             labels.append(_Label(ax, x0, x0 + w, y - _BAND_H / 2, y + _BAND_H / 2,
                                  [f"{_text(name, 28)}\n{human_bytes(int(size))}",
                                   f"{_text(name, 16)}\n{human_bytes(int(size))}",
                                   human_bytes(int(size))], _kind_color(kind)))
     _spans(ax, "segment", items, KIND_COLORS)
+    top = y + _BAND_H / 2
+    for owner, (x0, x1) in blobs.items():
+        ax.plot([x0, x0, x1, x1], [top + 0.02, top + 0.08, top + 0.08, top + 0.02],
+                color=KIND_COLORS["delegate"], linewidth=1.2, gid="delegate_blob",
+                solid_capstyle="butt", clip_on=False, zorder=4)
+        ax.text((x0 + x1) / 2, top + 0.1, _text(owner, 60), ha="center", va="bottom",
+                fontsize=_FONT - 1, color="#7a3f00", gid="delegate_blob", clip_on=False)
     return kinds
 
 

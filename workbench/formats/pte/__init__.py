@@ -19,6 +19,7 @@ from ...source import Source
 from .._layout import segments_frame
 from ..parsed import Parsed
 from .columns import Columns
+from .delegated import DelegateBlobs
 from .external import External
 from .header import (
     EXTENDED_HEADER_LENGTH,
@@ -72,7 +73,8 @@ def read_program(src: Source, start: int, end: int, outer: str = FORMAT,
     r.parse()
     ext = External(src, r.methods, r.named)
     ext.attach(data, siblings)
-    cols = Columns(r, ext)
+    blobs = DelegateBlobs(r, ext)
+    cols = Columns(r, ext, blobs)
     icols = InstructionColumns(r)
     sources = {r.file: src}
     for d in ext.data:
@@ -92,12 +94,16 @@ def read_program(src: Source, start: int, end: int, outer: str = FORMAT,
         "operators": cols.operators,
         "delegates": cols.delegates,
         "named_data": cols.named_data,
+        "delegate_tensors": blobs.tensor_columns,
+        "delegate_nodes": blobs.node_columns,
         "memory_plan": cols.memory_plan,
         "instructions": icols.instructions,
         "lifetimes": icols.lifetimes,
         "memory_efficiency": icols.memory_efficiency,
     })
+    p.tensor_frames.append("delegate_tensors")  # Artifact.tensor reads graph constants too
     p.extra["segments_raw"] = cols.segments_raw
+    p.extra["delegate_blobs"] = blobs
     # for validate(): how each data file came, and whether other .ptd files fit too
     p.extra["data_choice"] = ext.data_choice
     p.extra["resolves"] = ext.resolves

@@ -17,6 +17,7 @@ from ..._vecfb import SlowPath, groups
 from ...flatbuf import Table
 from .._layout import concat_sorted, cover, named_data_role
 from ..ptd.columns import segments_raw as ptd_segments_raw
+from .delegated import DelegateBlobs
 from .external import External
 from .program import Method, ProgramReader
 from .schema import (
@@ -44,9 +45,10 @@ _I = InstructionArguments
 class Columns:
     """Frame builders of one program (``r``) and its attached data files (``ext``)."""
 
-    def __init__(self, r: ProgramReader, ext: External) -> None:
+    def __init__(self, r: ProgramReader, ext: External, blobs: DelegateBlobs) -> None:
         self.r = r
         self.ext = ext
+        self.blobs = blobs
         self._names_cache: dict[int, np.ndarray] = {}
 
     # -- segments ---------------------------------------------------------------------------
@@ -63,9 +65,15 @@ class Columns:
             fb_start = s + 8 + hl
         rows.append((fb_start, s + r.program_size - fb_start, "program", "flatbuffer", None, ""))
         uses = r.segment_uses()
+        users = self._delegate_users()
         for i, (off, size) in enumerate(r.segments):
             u = uses.get(i, [])
             kind = u[0][0] if u else "unused"
+            if len(u) == 1 and kind == "delegate" and len(users.get(i, ())) == 1:
+                sub = self.blobs.segment_rows(i, *users[i][0])
+                if sub is not None:  # the blob's own layout, covering the segment exactly
+                    rows.extend(sub)
+                    continue
             if kind == "named_data":
                 role = named_data_role(u[0][1])
                 if role != "blob":
@@ -80,6 +88,15 @@ class Columns:
         parts = [cover(rows, r.file, r.start, r.end)]
         parts.extend(ptd_segments_raw(d.extra["ptd"]) for d in self.ext.data)
         return concat_sorted(parts)
+
+    def _delegate_users(self) -> dict[int, list[tuple[int, int]]]:
+        """segment index -> (method, delegate index) of the delegates whose blob it holds."""
+        out: dict[int, list[tuple[int, int]]] = {}
+        for m, plan in enumerate(self.r.methods):
+            for k, d in enumerate(plan.delegates):
+                if d.location == "segment":
+                    out.setdefault(d.data_index, []).append((m, k))
+        return out
 
     # -- tensors ----------------------------------------------------------------------------
     def tensors(self) -> dict[str, Any]:
@@ -327,13 +344,16 @@ class Columns:
     def delegates(self) -> dict[str, list]:
         """The delegates frame: every BackendDelegate and where its blob is."""
         cols: dict[str, list] = {c: [] for c in (
-            "method", "index", "id", "location", "data_index", "file", "offset", "size", "align",
-            "compile_specs", "calls")}
-        for plan in self.r.methods:
+            "method", "index", "id", "backend", "layout", "location", "data_index", "file",
+            "offset", "size", "align", "compile_specs", "calls")}
+        for m, plan in enumerate(self.r.methods):
             for k, d in enumerate(plan.delegates):
+                info = self.blobs.info(m, k)
                 row = d._asdict()
                 row.update(method=plan.name, index=k, file=self.r.file,
-                           align=align_of(d.offset), compile_specs=", ".join(d.compile_specs))
+                           align=align_of(d.offset), compile_specs=", ".join(d.compile_specs),
+                           backend=None if info is None else info.backend,
+                           layout=None if info is None else info.layout)
                 for c, col in cols.items():
                     col.append(row[c])
         return cols
@@ -344,16 +364,32 @@ class Columns:
         parts = self._named_parts()
         if not parts:
             return {c: [] for c in ("key", "segment", "file", "offset", "size", "align",
-                                    "has_layout", "role", "used_by")}
+                                    "has_layout", "role", "used_by", "tensor", "dtype",
+                                    "shape", "quant", "group_size")}
         c = {k: np.concatenate([p[k] for p in parts]) for k in parts[0] if k != "file_path"}
-        role = filled(len(c["key"]), "tensor")
+        n = len(c["key"])
+        role = filled(n, "tensor")
         for k in np.flatnonzero(~c["has_layout"]).tolist():
             role[k] = named_data_role(c["key"][k])
+        # what the delegate graph that reads a key says its bytes are
+        tensor, dtype, shape, quant = filled(n, None), filled(n, None), filled(n, None), filled(n, None)
+        group = np.full(n, -1, np.int64)
+        layouts = self.blobs.key_layouts()
+        if layouts:
+            for k, key in enumerate(c["key"].tolist()):
+                lay = layouts.get(key)
+                if lay is not None:
+                    tensor[k], dtype[k], shape[k], quant[k] = (
+                        lay["tensor"], lay["dtype"], lay["shape"], lay["quant"])
+                    if lay["group_size"] is not None:
+                        group[k] = lay["group_size"]
         return {
             "key": strings(c["key"]), "segment": c["segment"], "file": strings(c["file"]),
             "offset": c["offset"], "size": c["size"], "align": align(c["offset"]),
             "has_layout": booleans(c["has_layout"]), "role": factorized(role),
             "used_by": strings(self._users(c["key"])),
+            "tensor": strings(tensor), "dtype": factorized(dtype), "shape": shape,
+            "quant": factorized(quant), "group_size": ints(group, group < 0),
         }
 
     def memory_plan(self) -> dict[str, Any]:

@@ -1,0 +1,184 @@
+"""A program's delegate blobs taken apart: sub-segments, graph tensors and nodes.
+
+:class:`DelegateBlobs` runs :func:`workbench.formats.delegates.inspect_blobs` once, on first
+use, over every ``BackendDelegate`` of every method (blobs in segments and inline ones),
+with the program's named data and the attached ``.ptd`` files as the key map, and keeps one
+:class:`~workbench.formats.delegates.BlobInfo` per delegate. The ``.pte`` frames read it:
+
+* ``segments``: a delegate segment that one delegate uses is split into the blob's
+  sub-segments (header, graph flatbuffer, constant data, padding), which cover it exactly;
+* ``delegate_tensors`` / ``delegate_nodes``: the backend graph's values and operations;
+* ``delegates``: the backend each blob was recognised as, and its layout;
+* ``named_data``: the dtype, shape and quantization of the graph tensor that uses a key.
+
+A blob that claims a known layout and breaks it does not make the program unreadable (the
+runtime would load the program and fail only in the backend's ``init``): its delegate gets
+no record, its segment stays one range, and the error becomes an ``error`` finding naming
+the blob's structure and absolute offset.
+
+Example:
+    >>> import workbench as wb
+    >>> art = wb.open("sample_models/mlp_xnnpack.pte")            # doctest: +SKIP
+    >>> art.frames["delegate_tensors"][["name", "dtype", "shape", "storage"]]   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...errors import ArtifactError
+from ..delegates import BlobInfo, inspect_blob, inspect_blobs, kernel_findings
+from ..delegates._columns import MISSING, node_columns, tensor_columns
+from .external import External
+from .program import ProgramReader
+
+__all__ = ["DelegateBlobs"]
+
+
+class DelegateBlobs:
+    """Every delegate blob of one program, inspected once (lazily)."""
+
+    def __init__(self, r: ProgramReader, ext: External) -> None:
+        self.r = r
+        self.ext = ext
+        self._infos: list[BlobInfo | None] | None = None
+        #: (method index, delegate index) -> position in :attr:`infos`
+        self._where: dict[tuple[int, int], int] = {}
+
+    def named_map(self) -> dict[str, tuple[str, int, int]]:
+        """key -> ``(file, absolute offset, size)`` of the program's named data, then of
+        each attached data file (the first holder of a key wins, as in the runtime's lookup
+        order: the program's own named data first)."""
+        r = self.r
+        out: dict[str, tuple[str, int, int]] = {}
+        for key, seg in r.named:
+            if 0 <= seg < len(r.segments) and key not in out:
+                off, size = r.segments[seg]
+                out[key] = (r.file, int(off), int(size))
+        for d in self.ext.data:
+            c = d.extra["ptd"].cols
+            for key, off, size in zip(c["key"].tolist(), c["offset"].tolist(), c["size"].tolist()):
+                out.setdefault(key, (d.path, int(off), int(size)))
+        return out
+
+    @property
+    def infos(self) -> list[BlobInfo | None]:
+        """One record per delegate (methods in order, delegates in table order); ``None``
+        where the blob could not be read (see the findings)."""
+        if self._infos is None:
+            self._infos = self._inspect()
+        return self._infos
+
+    def info(self, method: int, index: int) -> BlobInfo | None:
+        """The record of delegate ``index`` of method ``method`` (``None``: unreadable)."""
+        infos = self.infos
+        k = self._where.get((method, index))
+        return None if k is None else infos[k]
+
+    def _inspect(self) -> list[BlobInfo | None]:
+        r = self.r
+        items = []
+        for m, plan in enumerate(r.methods):
+            for k, d in enumerate(plan.delegates):
+                self._where[(m, k)] = len(items)
+                items.append((d.offset, d.size, d.id, plan.name, k))
+        if not items:
+            self._kernel_findings()
+            return []
+        buf = r.src.buf
+        named = self.named_map()
+        infos: list[BlobInfo | None]
+        try:
+            infos = list(inspect_blobs(buf, items, file=r.file, named_data=named))
+        except ArtifactError:  # one by one: every readable blob still gets its record
+            infos = []
+            for off, size, bid, method, k in items:
+                try:
+                    infos.append(inspect_blob(buf, file=r.file, offset=off, size=size,
+                                              backend_id=bid, method=method, index=k,
+                                              named_data=named))
+                except ArtifactError as e:
+                    infos.append(None)
+                    r.findings.append({
+                        "severity": "error", "structure": e.structure or f"{method} delegate {k}",
+                        "offset": e.offset,
+                        "message": f"the delegate blob cannot be taken apart: {e.detail} "
+                                   "(shown as one opaque range)"})
+        for info in infos:
+            if info is not None:
+                r.findings.extend(f._asdict() for f in info.findings)
+        self._kernel_findings()
+        return infos
+
+    def _kernel_findings(self) -> None:
+        ops = [name for plan in self.r.methods for name, _ in plan.operators]
+        ids = [d.id for plan in self.r.methods for d in plan.delegates]
+        self.r.findings.extend(f._asdict() for f in kernel_findings(ops, ids))
+
+    # -- what the frames take ---------------------------------------------------------------
+    def segment_rows(self, segment: int, method: int, index: int) -> list[tuple] | None:
+        """Sub-segment rows ``(offset, size, name, kind, index, used_by)`` of the blob that
+        delegate ``index`` of method ``method`` keeps in ``Program.segments[segment]``, or
+        ``None`` when the blob stays one range (unreadable, or nothing to split)."""
+        info = self.info(method, index)
+        if info is None or len(info.subsegments) < 2:
+            return None
+        return info.segment_rows(segment)
+
+    def tensor_columns(self) -> dict[str, Any]:
+        """Columns of the ``delegate_tensors`` frame."""
+        return tensor_columns([i for i in self.infos if i is not None])
+
+    def node_columns(self) -> dict[str, Any]:
+        """Columns of the ``delegate_nodes`` frame."""
+        return node_columns([i for i in self.infos if i is not None])
+
+    def backends(self) -> list[tuple[str | None, str | None]]:
+        """``(backend, layout)`` per delegate, in the order of the ``delegates`` frame."""
+        return [(None, None) if i is None else (i.backend, i.layout) for i in self.infos]
+
+    def key_layouts(self) -> dict[str, dict[str, Any]]:
+        """named-data key -> what the first graph tensor stored under it says: ``tensor``
+        (its name), ``dtype``, ``shape``, ``quant``, ``group_size``; scales stored under a
+        key of their own get ``tensor`` = ``'<name> (scales)'`` and their ``scale_dtype``.
+
+        Example:
+            >>> blobs.key_layouts()["9eed80..."]["dtype"]      # doctest: +SKIP
+            'float32'
+        """
+        out: dict[str, dict[str, Any]] = {}
+        scales: dict[str, dict[str, Any]] = {}
+        for info in self.infos:
+            cols = None if info is None else info.tensors
+            if not cols or not len(cols["value"]):
+                continue
+            names = _values(cols["name"])
+            keys = _values(cols["named_key"])
+            dtypes = _values(cols["dtype"])
+            quant = _values(cols["quant"])
+            group = cols["group_size"]
+            for k in np.flatnonzero(np.not_equal(keys, None)).tolist():
+                out.setdefault(keys[k], {
+                    "tensor": names[k], "dtype": dtypes[k], "shape": tuple(cols["shape"][k]),
+                    "quant": quant[k],
+                    "group_size": None if group[k] == MISSING else int(group[k])})
+            skeys = _values(cols["scale_key"])
+            sdtype = _values(cols["scale_dtype"])
+            nscales = cols["num_scales"]
+            for k in np.flatnonzero(np.not_equal(skeys, None)).tolist():
+                n = int(nscales[k])
+                scales.setdefault(skeys[k], {
+                    "tensor": f"{names[k]} (scales)", "dtype": sdtype[k],
+                    "shape": None if n == MISSING else (n,), "quant": None,
+                    "group_size": None})
+        for key, v in scales.items():
+            out.setdefault(key, v)
+        return out
+
+
+def _values(col: Any) -> np.ndarray:
+    """A per-blob column as an object array (a ``Coded`` category column decoded)."""
+    values = getattr(col, "values", None)
+    return values() if callable(values) else np.asarray(col, object)
