@@ -2,6 +2,7 @@
 
     .venv/bin/python scripts/make_gallery.py                    # -> docs/gallery/
     .venv/bin/python scripts/make_gallery.py --out /tmp/gallery --samples sample_models
+    .venv/bin/python scripts/make_gallery.py --only timeline_mlp_portable.png
 
 The PNGs are deterministic for a given matplotlib (no timestamps or software tag in the
 files). Plots of ``.pt2`` samples are skipped, with a note, while ``workbench.open`` cannot
@@ -14,7 +15,7 @@ from __future__ import annotations
 import argparse
 import pathlib
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -40,6 +41,11 @@ GALLERY: list[tuple[str, tuple[str, ...], str]] = [
     ("treemap_mlp_external.png", ("mlp_external.pte", "mlp_external.ptd"),
      "stored bytes by module prefix"),
     ("memory_plan_kv_cache.png", ("kv_cache.pte",), "the planned arena: offsets, sizes, reuse"),
+    ("timeline_mlp_portable.png", ("mlp_portable.pte", "mlp_portable.etdp",
+                                   "mlp_portable.etrecord"),
+     "where time goes: one warm run from its ETDump, a lane per instruction"),
+    ("lifetimes_kv_cache.png", ("kv_cache.pte",),
+     "the memory plan over time: each planned tensor from first to last use"),
 ]
 
 
@@ -75,13 +81,18 @@ def _jobs(samples: pathlib.Path) -> dict[str, Callable[[], object]]:
         "treemap_mlp_external.png": lambda: plots.treemap(
             wb.open(s("mlp_external.pte"), data=[s("mlp_external.ptd")])),
         "memory_plan_kv_cache.png": lambda: plots.memory_plan(wb.open(s("kv_cache.pte"))),
+        "timeline_mlp_portable.png": lambda: plots.timeline(wb.timeline(
+            s("mlp_portable.pte"), s("mlp_portable.etdp"), s("mlp_portable.etrecord"))),
+        "lifetimes_kv_cache.png": lambda: plots.lifetimes(wb.open(s("kv_cache.pte"))),
     }
 
 
 def make_gallery(out: str | pathlib.Path = ROOT / "docs" / "gallery",
                  samples: str | pathlib.Path = ROOT / "sample_models",
-                 log: Callable[[str], object] = print) -> dict[str, str]:
-    """Write every gallery PNG into ``out``; returns png name -> ``"written"`` or why skipped.
+                 log: Callable[[str], object] = print,
+                 only: Collection[str] | None = None) -> dict[str, str]:
+    """Write every gallery PNG (those named in ``only``, when given) into ``out``; returns
+    png name -> ``"written"`` or why skipped.
 
     Example:
         >>> make_gallery("/tmp/gallery")["layout_mlp_portable.png"]     # doctest: +SKIP
@@ -94,7 +105,12 @@ def make_gallery(out: str | pathlib.Path = ROOT / "docs" / "gallery",
     out.mkdir(parents=True, exist_ok=True)
     jobs = _jobs(samples)
     status: dict[str, str] = {}
+    unknown = set(only or ()) - {png for png, _, _ in GALLERY}
+    if unknown:
+        raise ValueError(f"not in the gallery: {sorted(unknown)}")
     for png, needs, _what in GALLERY:
+        if only is not None and png not in only:
+            continue
         missing = [n for n in needs if not (samples / n).is_file()]
         if missing:
             status[png] = f"skipped: missing samples {missing}"
@@ -114,8 +130,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default=str(ROOT / "docs" / "gallery"), help="output folder")
     p.add_argument("--samples", default=str(ROOT / "sample_models"), help="sample models folder")
+    p.add_argument("--only", nargs="+", metavar="PNG", help="write just these pictures")
     args = p.parse_args(argv)
-    status = make_gallery(args.out, args.samples)
+    status = make_gallery(args.out, args.samples, only=args.only)
     return 0 if any(v == "written" for v in status.values()) else 1
 
 
