@@ -9,6 +9,7 @@ import tracemalloc
 import pytest
 
 import workbench as wb
+from helpers import TIME_SCALE
 
 from . import (
     etdump_attacks,
@@ -22,9 +23,10 @@ from ._common import SAMPLES, Case, exercise
 
 CASES: list[Case] = [*json_attacks.CASES, *zip_attacks.CASES, *flatbuffer_attacks.CASES,
                      *pte_attacks.CASES, *etdump_attacks.CASES, *etrecord_attacks.CASES]
-#: Seconds one case may take (every entry point), and bytes of Python/numpy memory beyond
-#: twice the file's size.
-TIME_LIMIT = 2.0
+#: Seconds one case may take (every entry point; a hang guard, scaled for runs of mutated
+#: code by WORKBENCH_TEST_TIME_SCALE), and bytes of Python/numpy memory beyond twice the
+#: file's size.
+TIME_LIMIT = 2.0 * TIME_SCALE
 MEMORY_SLACK = 64 << 20
 
 
