@@ -7,9 +7,9 @@ import time
 import tracemalloc
 
 import pytest
+from helpers import TIME_SCALE
 
 import workbench as wb
-from helpers import TIME_SCALE
 
 from . import (
     etdump_attacks,
