@@ -12,7 +12,10 @@ What it does
 3. Runs :func:`workbench.profile` with ``device="cuda"`` (``--cpu``: every CPU path too):
    ``pageable_h2d``, ``pinned_h2d``, ``registered_h2d``, ``gds`` (kvikio), ``executorch_cuda``
    and ``aoti`` (skipped with their reason where they do not apply) plus the ``h2d_pinned``
-   roofline (a large pinned ``cudaMemcpy``), each run in a fresh process.
+   roofline (a large pinned ``cudaMemcpy``), each run in a new process. Every CUDA path is
+   timed as the copy to the GPU plus a checksum of the device copy computed on the GPU
+   (``read_s``); a checksum that differs from the file's makes the row an ``error``, so a
+   path that moved the wrong bytes cannot post a fast number.
 4. Writes ``<name>.csv`` (one row per path and run), ``<name>_summary.csv``,
    ``<name>.png`` and ``rooflines.csv`` into ``--out``; prints the tables.
 
@@ -109,6 +112,21 @@ def make_pte(folder: pathlib.Path, nbytes: int) -> pathlib.Path:
     return dest
 
 
+def checked(prof) -> str:
+    """One line: how many ok runs had their read checked against the file's checksum.
+
+    Example:
+        >>> print(checked(prof))       # doctest: +SKIP
+        checksums: 8 of 8 ok runs match the file's (3f2a...); 0 runs failed the check
+    """
+    f = prof.frame
+    ok = f[(f["status"] == "ok") & f["consume"].isin(["checksum", "device_checksum"])]
+    bad = f["error"].fillna("").str.contains("checksum").sum()
+    want = ", ".join(prof.info.get("checksums", {}).values()) or "none"
+    return (f"checksums: {len(ok)} ok run(s) read the file's bytes ({want}); "
+            f"{bad} run(s) failed the check")
+
+
 def _write(prof, out: pathlib.Path, name: str) -> None:
     prof.to_csv(out / f"{name}.csv")
     prof.to_csv(out / f"{name}_summary.csv", summary=True)
@@ -145,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {time.perf_counter() - t0:.1f} s", flush=True)
         prof = wb.profile(raw, device=device, repeat=args.repeat, timeout=per_run)
         print(prof.table(), flush=True)
+        print(checked(prof), flush=True)
         _write(prof, args.out, "raw")
         rooflines.append(prof.rooflines.assign(artifact="raw"))
         spent = time.perf_counter() - t0
@@ -158,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 prof = wb.profile(pte, device=device, repeat=args.repeat, timeout=per_run)
                 print(prof.table(), flush=True)
+                print(checked(prof), flush=True)
                 _write(prof, args.out, "pte")
                 rooflines.append(prof.rooflines.assign(artifact="pte"))
     pd.concat(rooflines).to_csv(args.out / "rooflines.csv", index=False)

@@ -592,3 +592,10 @@ def test_gpu_script_fails_clearly_without_gpu(gpu_script, tmp_path, capsys):
     err = capsys.readouterr().err
     assert "no usable CUDA device" in err
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_gpu_script_reports_checked_reads(gpu_script, raw_profile):
+    line = gpu_script.checked(raw_profile)
+    want = raw_profile.info["checksums"]["weights.bin"]
+    assert line == (f"checksums: 4 ok run(s) read the file's bytes ({want}); "
+                    "0 run(s) failed the check")
