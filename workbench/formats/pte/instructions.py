@@ -493,7 +493,7 @@ class InstructionColumns:
             name = objects(t.fqn[p["rows"]]).copy()
             bare = np.flatnonzero(np.equal(name, None))  # no FQN: "<method>/<value>"
             if len(bare):
-                name[bare] = np.char.add(f"{m.name}/", p["value"][bare].astype(str)).astype(object)
+                name[bare] = list(map(f"{m.name}/".__add__, map(str, p["value"][bare].tolist())))
             names.append(name)
         if not parts or not sum(len(p["value"]) for p in parts):
             return {c: [] for c in _LIFETIME_COLUMNS}
