@@ -5,7 +5,8 @@ cells, fails on any error output or widget that does not render, then changes th
 dropdowns and checks that the layout image and the tables change. Screenshots of the widgets
 go to ``build/screenshots/`` for a person to look at, with one full-page screenshot per
 committed notebook as a reader on GitHub sees it (its stored outputs rendered to HTML by
-nbconvert, no kernel): ``build/screenshots/committed_<notebook>.png``.
+nbconvert, no kernel, in a GitHub-wide page): ``build/screenshots/committed_<notebook>.png``;
+those need no JupyterLab (``pytest tests/test_browser.py -k committed``).
 
 Skipped (with the reason) when ``/usr/bin/chromium`` or Playwright is missing.
 """
@@ -40,6 +41,9 @@ pytestmark = [
 
 NOTEBOOKS = ["02_layout_explorer.ipynb", "03_inline_vs_external.ipynb"]
 
+#: Viewport width of the committed-notebook screenshots: about the width GitHub gives a notebook.
+GITHUB_WIDTH = 1024
+
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Any:
@@ -66,6 +70,25 @@ def page(lab: Lab) -> Any:
         pg.console_errors = console  # type: ignore[attr-defined]
         try:
             yield pg
+        finally:
+            context.close()
+            browser.close()
+
+
+@pytest.fixture(scope="module")
+def static_page(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A chromium page for static HTML (no JupyterLab), about as wide as GitHub's notebook view."""
+    pytest.importorskip("playwright.sync_api", reason="playwright (Python) is not installed")
+    from playwright.sync_api import sync_playwright
+
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    home = tmp_path_factory.mktemp("static-browser")
+    with sync_playwright() as pw:
+        browser = launch_browser(pw, home)
+        context = browser.new_context(viewport={"width": GITHUB_WIDTH, "height": 1200})
+        only_local(context)
+        try:
+            yield context.new_page()
         finally:
             context.close()
             browser.close()
@@ -132,9 +155,11 @@ def _no_errors(page: Any, notebook: str) -> None:
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in NB_DIR.glob("*.ipynb")))
-def test_committed_notebook_reads_without_a_kernel(name: str, page: Any, tmp_path: pathlib.Path) -> None:
+def test_committed_notebook_reads_without_a_kernel(name: str, static_page: Any, tmp_path: pathlib.Path
+                                                   ) -> None:
     """The committed notebook, rendered from its stored outputs (no execution), shows pictures
     and tables; the screenshot is kept for a person to look at."""
+    page = static_page
     import nbformat
     from nbconvert import HTMLExporter
 
