@@ -414,3 +414,64 @@ def test_content_match_needs_equal_bytes(sample, oracle, tmp_path):
         assert sorted(t.loc[t["side"] != "both", "side"]) == ["a_only", "b_only"]
         assert list(t.loc[t["side"] == "b_only", "name_b"]) == ["fc2.weight"]
         assert t.loc[t["side"] != "both", "same_bytes"].isna().all()
+
+
+# --------------------------------------------------------------------------------------------
+# delegate constants: which portable weight became which (quantized) XNNPACK constant
+# --------------------------------------------------------------------------------------------
+
+def test_portable_weights_found_as_quantized_xnnpack_constants(sample):
+    """Per-channel int8: each fp32 weight pairs with the qcint8 constant whose dequantized
+    values are it up to rounding (rule ``dequantized``); the biases stay fp32 (``content``).
+    Without hashing nothing is read, so only the byte-identical rows could pair."""
+    a, b = sample("mlp_portable.pte"), sample("mlp_xnnpack_qc8.pte")
+    with wb.compare(a, b) as cmp:
+        assert "dequantized" not in set(cmp.tensors["match"].dropna())
+        t = cmp.hash().tensors.set_index("name_a", drop=False)
+        dq = cmp.b.frames["delegate_tensors"].set_index("name")
+        for name, shape in (("forward/0", (32, 16)), ("forward/2", (8, 32))):
+            row = t.loc[name]
+            assert row["match"] == "dequantized" and row["shape"] == shape
+            assert row["dtype_b"] == "int8" and not row["same_bytes"]
+            assert dq.loc[row["name_b"], "backend_dtype"] == "qcint8"
+        for name in ("forward/1", "forward/3"):
+            assert t.loc[name, "match"] == "content" and t.loc[name, "same_bytes"]
+
+
+def test_a_changed_weight_is_not_its_quantized_constant(sample, tmp_path):
+    """One weight moved by far more than a quantization step: it no longer pairs; the other
+    weight still does."""
+    import numpy as np
+
+    src = sample("mlp_portable.pte")
+    art = wb.open(src)
+    off = int(art.tensors.set_index("name").loc["forward/0", "offset"])
+    art.close()
+    data = bytearray(src.read_bytes())
+    w = np.frombuffer(data, np.float32, 1, off)
+    data[off:off + 4] = np.float32(w[0] + 0.25).tobytes()
+    edited = tmp_path / "edited.pte"
+    edited.write_bytes(bytes(data))
+    with wb.compare(edited, sample("mlp_xnnpack_qc8.pte"), hashes=True) as cmp:
+        t = cmp.tensors
+        assert t.loc[t["name_a"] == "forward/0", "side"].tolist() == ["a_only"]
+        assert t.loc[t["name_a"] == "forward/2", "match"].tolist() == ["dequantized"]
+
+
+def test_float_export_weights_found_as_groupwise_int4_constants(sample, tmp_path):
+    """A torch.export archive of the float model against its 8da4w XNNPACK program: every
+    linear weight pairs with its qbint4 constant (groupwise, bfloat16 scales)."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("torchao")
+    from test_xnnpack import _make_samples
+
+    ms = _make_samples()
+    model = ms.seeded(ms.WideMLP)
+    pt2 = tmp_path / "wide.pt2"
+    torch.export.save(torch.export.export(model, (torch.zeros(2, 64),)), str(pt2))
+    with wb.compare(pt2, sample("wide_xnnpack_8da4w.pte"), hashes=True) as cmp:
+        t = cmp.tensors.set_index("name_a", drop=False)
+        for name in ("fc1.weight", "fc2.weight"):
+            assert t.loc[name, "match"] == "dequantized", t[["name_a", "name_b", "match"]]
+            assert t.loc[name, "dtype_b"] == "int4"
+        assert t.loc["fc1.bias", "match"] == "content"

@@ -25,6 +25,15 @@ package with a separate weights blob.
    (``hashes=True`` or :meth:`Comparison.hash`). Then ``content_copy`` pairs a leftover row
    with an already matched row holding the same bytes (e.g. the second copy of a tie that
    broke on one side).
+4. ``dequantized`` — also only once hashed (it reads the values): a float weight and a
+   quantized delegate constant of the same shape (an XNNPACK ``qcint8`` / ``qbint4`` / ...
+   row of ``delegate_tensors``) whose dequantized values are the weight up to rounding (no
+   element further than half a quantization step of its channel): which portable weight
+   became which quantized constant, and in what dtype.
+
+Delegate constants take part as rows of their own (``delegate_tensors`` names such as
+``forward/delegate0/2``, with the graph's dtype and logical shape); a named-data entry that
+one of them reads is shown as that constant.
 
 Only tensors with stored bytes are matched (rows with an ``offset``, and external / pickled /
 compressed rows without one); memory-planned activations (``planned``), ``unallocated``
@@ -234,7 +243,7 @@ class StoredTensor:
     """One tensor row of one side, reduced to what matching and display need."""
 
     __slots__ = ("i", "name", "qual", "mv", "dtype", "shape", "nbytes", "storage", "file",
-                 "offset", "align", "key")
+                 "offset", "align", "key", "quant")
 
     def __init__(self, i: int, rec: dict[str, Any]) -> None:
         self.i = i
@@ -254,6 +263,8 @@ class StoredTensor:
         self.align: int | None = rec.get("align")
         self.key = (self.file, self.offset, self.nbytes) if (
             self.file is not None and self.offset is not None) else None
+        #: the delegate_tensors row of a quantized delegate constant (for ``dequantized``)
+        self.quant: dict[str, Any] | None = rec.get("quant_row")
 
 
 def stored_tensors(art: Artifact) -> list[StoredTensor]:
@@ -292,13 +303,15 @@ def _with_delegate_constants(art: Artifact, rows: list[StoredTensor]) -> list[St
     out = list(rows)
     base = len(art.tensors)
     taken: set[int] = set()
+    quantized = dt["quant"].isin(_DEQUANTIZABLE).tolist()
     for j, (name, dtype, shape, nbytes, storage, file, offset) in enumerate(zip(
             dt["name"], dt["dtype"], dt["shape"], dt["nbytes"], dt["storage"], dt["file"],
             dt["offset"])):
         rec = {"name": str(name), "fqn": None, "method": None, "value": None,
                "dtype": str(dtype), "shape": tuple(shape), "nbytes": int(nbytes),
                "storage": str(storage), "file": _na(file), "offset": int(offset),
-               "align": align_of(int(offset))}
+               "align": align_of(int(offset)),
+               "quant_row": ({c: _na(v) for c, v in dt.iloc[j].items()} if quantized[j] else None)}
         k = named.get((rec["file"], rec["offset"], rec["nbytes"]))
         if k is not None and k not in taken:  # the named-data entry this constant reads
             taken.add(k)
@@ -307,6 +320,38 @@ def _with_delegate_constants(art: Artifact, rows: list[StoredTensor]) -> list[St
         else:
             out.append(StoredTensor(base + j, rec))
     return out
+
+
+#: Quantizations whose constants :func:`_dequantized_close` can compare with float weights.
+_DEQUANTIZABLE = ("per_tensor", "per_channel", "per_channel_group")
+_FLOATS = ("float32", "float16", "bfloat16", "float64")
+#: Largest quantized value by element type (symmetric weights: scale ≈ max |w| / QMAX).
+_QMAX = {"int8": 127, "int4": 7, "uint8": 255, "int32": 2 ** 31 - 1}
+
+
+def _dequantized_close(art_f: Artifact, f: StoredTensor, art_q: Artifact, q: StoredTensor) -> bool:
+    """Whether the quantized delegate constant ``q``, dequantized with its own scales, is the
+    float tensor ``f`` up to rounding: along every output channel, no value is further from
+    ``f`` than half a quantization step of that channel (a step being the channel's largest
+    magnitude over the type's largest value), with 5 % slack. Reads both tensors."""
+    import numpy as np
+
+    try:
+        ref = np.asarray(art_f.tensor(f.name if f.mv is None else f.mv, copy=True, dequantize=True),
+                         np.float64)
+        got = np.asarray(art_q.tensor(q.name, dequantize=True), np.float64)
+    except Exception:  # noqa: BLE001 - a tensor that cannot be read simply does not match
+        return False
+    if ref.shape != got.shape or not ref.size:
+        return False
+    cd = q.quant.get("channel_dim") if q.quant else None
+    cd = int(cd) if cd is not None and 0 <= int(cd) < ref.ndim else 0
+    axes = tuple(k for k in range(ref.ndim) if k != cd) if q.quant.get("quant") != "per_tensor" \
+        else tuple(range(ref.ndim))
+    qmax = _QMAX.get(q.dtype, 127)
+    step = np.max(np.abs(ref), axis=axes, keepdims=True) / qmax
+    err = np.abs(ref - got)
+    return bool(np.all(err <= 0.5 * step * 1.05 + 1e-12)) and bool(np.any(ref))
 
 
 def _ranges(art: Artifact, rows: list[StoredTensor]) -> dict[tuple[str, int, int], list[str]]:
@@ -593,6 +638,7 @@ class Comparison:
                 if d is not None and d in all_b:
                     extra_a.append((i, all_b[d]))
                     free_a.discard(i)
+            self._pair_dequantized(ra, rb, free_a, free_b, pair_of)
         copies_a: dict[int, list[int]] = defaultdict(list)
         for i, j in extra_b:
             copies_a[i].append(j)
@@ -609,6 +655,28 @@ class Comparison:
                 out.append(("both", "content_copy", r, rb[j]))
         out.extend(("b_only", None, None, rb[j]) for j in sorted(free_b))
         return out
+
+    def _pair_dequantized(self, ra: list[StoredTensor], rb: list[StoredTensor], free_a: set[int],
+                          free_b: set[int], pair_of: dict[int, tuple[int, str]]) -> None:
+        """The ``dequantized`` rule: a float weight left unmatched on one side and a quantized
+        delegate constant of the same shape left on the other, when dequantizing the
+        constant gives the weight back up to rounding (:func:`_dequantized_close`)."""
+        for i in sorted(free_a):
+            for j in sorted(free_b):
+                x, y = ra[i], rb[j]
+                if x.shape != y.shape or not x.shape:
+                    continue
+                if y.quant is not None and x.quant is None and x.dtype in _FLOATS:
+                    ok = _dequantized_close(self.a, x, self.b, y)
+                elif x.quant is not None and y.quant is None and y.dtype in _FLOATS:
+                    ok = _dequantized_close(self.b, y, self.a, x)
+                else:
+                    continue
+                if ok:
+                    pair_of[i] = (j, "dequantized")
+                    free_a.discard(i)
+                    free_b.discard(j)
+                    break
 
     def _build_tensors(self) -> pd.DataFrame:
         from . import frames as _frames

@@ -321,7 +321,8 @@ SCHEMAS: dict[str, list[Column]] = {
 SCHEMAS["compare_tensors"] = [
     _c("side", "category", "both | a_only | b_only", True),
     _c("match", "category", "rule that matched the row: name (fqn / key) | method_value | content "
-       "(sha256) | content_copy (extra copy of bytes already matched); missing for one side", True),
+       "(sha256) | content_copy (extra copy of bytes already matched) | dequantized (a quantized "
+       "delegate constant that is the float weight up to rounding); missing for one side", True),
     _c("name_a", "string", "tensor name on side a (missing for b_only)", True),
     _c("name_b", "string", "tensor name on side b (missing for a_only)", True),
     _c("dtype", "category", "dtype (of a; of b for b_only)", True),
