@@ -434,3 +434,25 @@ def test_last_writers_fast_ties_take_the_lowest_range():
         want = pte_instructions._last_writers(views, mem, lo, hi, w, start, inputs)
         k, base = pte_instructions._last_writers_fast(views, mem, lo, hi, w, start, inputs)
         assert dict(zip(k.tolist(), base.tolist())) == want == {2: int(np.argmin(lo[:2]))}
+
+
+@pytest.mark.parametrize("args", [(3, 3), (-1, 5, 5), (0,), ()])
+def test_walk_of_a_method_without_values(args):
+    """Arguments naming values a method does not have (a hostile program): the vectorised
+    walk splits them as the per-instruction walk does, and nothing is indexed out of range."""
+    import numpy as np
+
+    z = np.zeros(0, np.int64)
+    m = SimpleNamespace(name="forward", vtypes=z, vpos=z, inputs=(), outputs=(),
+                        tensors=SimpleNamespace(value=z, storage=z))
+    flat = np.array(args, np.int64)
+    rec = pte_instructions.MethodInstructions(
+        np.zeros(1, np.int64), np.zeros(1, np.int64), np.array([1]), np.zeros(1, np.int64),
+        flat, np.array([len(args)]), np.full(1, -1), np.zeros(1, np.int64))
+    cols = pte_instructions.InstructionColumns.__new__(pte_instructions.InstructionColumns)
+    cols._lists = {}
+    want = cols._rw_method(m, rec)
+    walk = pte_instructions._Walk(None, m, rec, z)
+    got = walk.reads_writes()
+    assert [list(x) for x in got] == [list(x) for x in want]
+    assert walk.first_write().tolist() == [] and len(walk.use_val) == 0

@@ -562,13 +562,14 @@ class _Walk:
         flat, count = rec.flat, rec.count
         self.owner = np.repeat(np.arange(len(count), dtype=np.int64), count)
         self.start = np.cumsum(count) - count
+        # per-value arrays get one more entry, at ``nv``: where out-of-range arguments look
         valid = (flat >= 0) & (flat < nv)
-        v = np.where(valid, flat, 0)
+        v = np.where(valid, flat, nv)
         is_list = np.isin(vt, tuple(_LISTS))
         # list members (those in range), read for every list value at once
         lists = np.flatnonzero(is_list & (m.vpos != 0))
-        mcount = np.zeros(nv, np.int64)
-        mstart = np.zeros(nv, np.int64)
+        mcount = np.zeros(nv + 1, np.int64)
+        mstart = np.zeros(nv + 1, np.int64)
         members = np.zeros(0, np.int64)
         if len(lists):
             T = r.vec.tables(m.vpos[lists].astype(np.int64), f"{m.name}.values")
@@ -581,7 +582,7 @@ class _Walk:
             members = items[keep]
         self.mcount, self.members = mcount, members
         # every argument expanded to the tensors it names: itself, or a list's members
-        el_list = valid & is_list[v]
+        el_list = valid & np.append(is_list, False)[v]
         n_exp = np.where(el_list, mcount[v], valid.astype(np.int64))
         src = np.where(el_list, mstart[v], len(members) + v)
         pool = np.concatenate([members, np.arange(nv, dtype=np.int64)])
@@ -606,17 +607,17 @@ class _Walk:
         single = ~is_list
         ok[single] &= member_ok[single]
         if len(list_vals):
-            owner = np.repeat(np.arange(nv, dtype=np.int64), mcount)
+            owner = np.repeat(np.arange(nv, dtype=np.int64), mcount[:nv])
             bad = np.bincount(owner[~member_ok[members]], minlength=nv)
             ok[list_vals] &= (mcount[list_vals] > 0) & (bad[list_vals] == 0)
             np.minimum.at(fresh, owner, seen[members])
-        self.ok, self.fresh = ok, fresh
+        self.ok, self.fresh = np.append(ok, False), np.append(fresh, 0)
         self._split: tuple[np.ndarray, np.ndarray] | None = None
 
     def written(self, values: np.ndarray, at: np.ndarray) -> np.ndarray:
         """Whether the instruction at position ``at`` writes value ``values`` (elementwise)."""
         valid = (values >= 0) & (values < self.nv)
-        v = np.where(valid, values, 0)
+        v = np.where(valid, values, self.nv)
         return valid & self.ok[v] & (self.fresh[v] >= at)
 
     def split(self) -> tuple[np.ndarray, np.ndarray]:
