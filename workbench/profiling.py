@@ -886,7 +886,12 @@ class Profile:
 
     @property
     def cold_notes(self) -> list[str]:
-        """The distinct ``cold_note`` texts: why runs that asked for a cold cache were warm."""
+        """The distinct ``cold_note`` texts: why runs that asked for a cold cache were warm.
+
+        Example:
+            >>> wb.profile(p, cold=True).cold_notes       # doctest: +SKIP
+            []
+        """
         return list(dict.fromkeys(self.frame["cold_note"].dropna().astype(str)))
 
     # -- output ------------------------------------------------------------------------------

@@ -267,6 +267,11 @@ def server_main(argv: list[str]) -> int:
     (the memory columns are growths, measured from the child's own baseline), and the timed
     window can take a few copy-on-write faults on them. ``profile(..., isolation="spawn")``
     runs a new interpreter per run instead.
+
+    Example (what :func:`workbench.profile` starts; one request, by hand)::
+
+        python -c "$SERVER_BOOT" '["numpy"]'   <<< '{"plan": "plan.json", "name": "read",
+            "cold": false, "result": "r.json", "log": "w.log", "tmpdir": "/tmp"}'
     """
     import importlib
 

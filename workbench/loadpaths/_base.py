@@ -168,7 +168,12 @@ class LoadPath:
     @property
     def consumer(self) -> Callable[[RunContext], None] | None:
         """The consuming pass that runs: :attr:`consume`, else :func:`consume_checksum` for CPU
-        paths (None for a CUDA path that names none)."""
+        paths (None for a CUDA path that names none).
+
+        Example:
+            >>> PATHS["read"].consumer.__name__                  # doctest: +SKIP
+            'consume_checksum'
+        """
         if self.consume is not None:
             return self.consume
         return consume_checksum if self.device == "cpu" else None
@@ -303,7 +308,11 @@ class RunContext:
 
     def consumed(self, nbytes: int, checksum: int | None = None, kind: str = "checksum") -> None:
         """Record what the consuming pass read: ``nbytes``, its :func:`checksum`, its kind
-        (one of :data:`CONSUME_KINDS`)."""
+        (one of :data:`CONSUME_KINDS`).
+
+        Example:
+            >>> ctx.consumed(4096, checksum(buf), "checksum")     # doctest: +SKIP
+        """
         if kind not in CONSUME_KINDS:
             raise ValueError(f"consume kind must be one of {CONSUME_KINDS}, not {kind!r}")
         self.read_bytes = int(nbytes)
@@ -416,6 +425,11 @@ def consume_checksum(ctx: RunContext) -> None:
 
     Reads ``ctx.weight_buffers`` (one buffer per extent), else the extents of
     ``ctx.file_buffers``; a path that offers neither fails with a clear error.
+
+    Example:
+        >>> ctx.weight_buffers = [b"\\x01" + bytes(7)]       # doctest: +SKIP
+        >>> consume_checksum(ctx); ctx.read_bytes, ctx.checksum   # doctest: +SKIP
+        (8, 1)
     """
     total = n = 0
     if ctx.weight_buffers is not None:
@@ -435,7 +449,11 @@ def consume_checksum(ctx: RunContext) -> None:
 
 def consume_none(ctx: RunContext) -> None:
     """A consuming pass that reads nothing (``consume = none``): for loaders whose weights
-    Python cannot reach."""
+    Python cannot reach.
+
+    Example:
+        >>> LoadPath("load_only", my_loader, consume=consume_none)     # doctest: +SKIP
+    """
     ctx.consumed(0, None, "none")
 
 

@@ -308,7 +308,12 @@ def ram_read_roofline(plan: Plan) -> dict[str, Any]:
     """:func:`~workbench.loadpaths.checksum` over a pre-faulted buffer (64-512 MiB, the weight
     size if between: larger than the CPU caches, so the bytes come from RAM): the same read
     as every path's read phase, of bytes already in memory — the floor of every CPU path's
-    ``wall_s``. Best of three."""
+    ``wall_s``. Best of three.
+
+    Example:
+        >>> ram_read_roofline(plan)["gbps"]        # doctest: +SKIP
+        8.1
+    """
     import numpy as np
 
     n = int(min(max(plan.payload_bytes(), 64 * MiB), 512 * MiB))

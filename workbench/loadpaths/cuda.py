@@ -103,7 +103,7 @@ def device_checksum(torch: Any, pieces: list[Any]) -> int:
     intermediate overflows (pieces under 8 GiB); the tail bytes are copied back.
 
     Example:
-        >>> import torch                                                      # doctest: +SKIP
+        >>> import torch
         >>> device_checksum(torch, [torch.tensor([1, 0, 0, 0, 0, 0, 0, 0, 2], dtype=torch.uint8)])
         3
     """
@@ -138,7 +138,11 @@ def device_checksum(torch: Any, pieces: list[Any]) -> int:
 
 def consume_device(ctx: RunContext) -> None:
     """Read phase of the CUDA paths: :func:`device_checksum` over ``ctx.weight_buffers``
-    (the device copy of every extent), synchronised."""
+    (the device copy of every extent), synchronised.
+
+    Example:
+        >>> register("my_h2d", device="cuda", consume=consume_device)(my_h2d)   # doctest: +SKIP
+    """
     torch = ctx.state["torch"]
     pieces = ctx.weight_buffers or []
     total = device_checksum(torch, pieces)

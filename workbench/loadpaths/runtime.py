@@ -127,7 +127,8 @@ def method_inputs(meta: Any, seed: int = 0) -> list[Any]:
 
     Example:
         >>> from executorch.runtime import Runtime                              # doctest: +SKIP
-        >>> m = Runtime.get().load_program("sample_models/mlp_portable.pte").load_method("forward")
+        >>> prog = Runtime.get().load_program("sample_models/mlp_portable.pte")  # doctest: +SKIP
+        >>> m = prog.load_method("forward")                                     # doctest: +SKIP
         >>> [tuple(t.shape) for t in method_inputs(m.metadata)]                 # doctest: +SKIP
         [(1, 16)]
     """
@@ -149,7 +150,11 @@ def method_inputs(meta: Any, seed: int = 0) -> list[Any]:
 def consume_forward(ctx: RunContext) -> None:
     """The read phase of the runtime's paths: the first execution of ``forward`` (else the
     program's first method), which reads the weights it uses. The checksum is the outputs'
-    (the same for every loader of one program); a second execution is left in ``ctx.again``."""
+    (the same for every loader of one program); a second execution is left in ``ctx.again``.
+
+    Example:
+        >>> LoadPath("my_loader", run=my_load, consume=consume_forward)   # doctest: +SKIP
+    """
     import torch
 
     methods = ctx.state.get("methods") or {}
