@@ -325,7 +325,45 @@ def prune_mutants(cfg: dict[str, Any]) -> int:
     return n
 
 
-def prepare_cache(cfg: dict[str, Any], fresh: bool) -> None:
+def sample_names(results: Sequence[Mutant], limit: int, seed: int,
+                 min_per_module: int | None = None) -> list[str]:
+    """A deterministic random sample of ``limit`` mutant names; with ``min_per_module``,
+    stratified: each module in proportion to its mutants, at least that many (or all it has).
+
+    Example:
+        >>> ms = [Mutant(f"m{k % 2}.x_f__mutmut_{k}", "f.py", f"m{k % 2}", "f", "killed", 1, 0.1)
+        ...       for k in range(40)]
+        >>> len(sample_names(ms, 10, 0)), len(sample_names(ms, 10, 0, min_per_module=8))
+        (10, 16)
+    """
+    rng = random.Random(seed)
+    if min_per_module is None:
+        pool = sorted(m.name for m in results)
+        return sorted(rng.sample(pool, min(limit, len(pool))))
+    by_mod: dict[str, list[str]] = {}
+    for m in results:
+        by_mod.setdefault(m.module, []).append(m.name)
+    total = sum(len(v) for v in by_mod.values()) or 1
+    out: list[str] = []
+    for mod in sorted(by_mod):
+        pool = sorted(by_mod[mod])
+        k = min(len(pool), max(min_per_module, round(limit * len(pool) / total)))
+        out += rng.sample(pool, k)
+    return sorted(out)
+
+
+def resave_stats() -> None:
+    """Write ``mutants/mutmut-stats.json`` again with the fingerprint of the work tree's
+    current ``[tool.mutmut]`` (after deselecting tests: mutmut would otherwise see a changed
+    test selection and throw the stats away)."""
+    code = ("import mutmut.__main__\nfrom mutmut.stats import load_stats, save_stats\n"
+            "assert load_stats()\nsave_stats()\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    if r.returncode:
+        raise SystemExit(f"mutation: re-saving the stats failed:\n{r.stderr[-2000:]}")
+
+
+def prepare_cache(cfg: dict[str, Any], fresh: bool, keep_verdicts: bool = False) -> None:
     """Make ``mutants/`` fit for this run: deleted with ``--fresh``; verdicts and stats
     dropped (the generated mutants kept) when the tests or the ``also_copy`` data changed,
     which mutmut does not notice by itself. The copied tests and data are always removed so
@@ -336,9 +374,14 @@ def prepare_cache(cfg: dict[str, Any], fresh: bool) -> None:
         print(f"mutation: starting afresh (--fresh): removing {MUTANTS}/", flush=True)
         shutil.rmtree(MUTANTS)
     elif MUTANTS.exists() and (old or {}).get("inputs") != stamp["inputs"]:
-        n = reset_verdicts()
-        print(f"mutation: the tests or their data changed: dropped {n} cached verdicts and the "
-              "test-to-function stats (mutants kept)", flush=True)
+        if keep_verdicts:
+            (MUTANTS / "mutmut-stats.json").unlink(missing_ok=True)
+            print("mutation: the tests or their data changed: the stats are collected again; "
+                  "cached verdicts kept (--keep-verdicts)", flush=True)
+        else:
+            n = reset_verdicts()
+            print(f"mutation: the tests or their data changed: dropped {n} cached verdicts and "
+                  "the test-to-function stats (mutants kept)", flush=True)
     if MUTANTS.exists():
         gone = prune_mutants(cfg)
         if gone:
@@ -566,6 +609,14 @@ def run_env() -> dict[str, str]:
     # (~10 s here), which fails test_import's time limit and slows the CLI tests.
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["PYTHONUNBUFFERED"] = "1"  # mutmut's progress line, live in the log
+    # Every call of a mutated function goes through a trampoline (and two workers share the
+    # cores): the tests' hang guards on hostile inputs get this much more time.
+    env.setdefault("WORKBENCH_TEST_TIME_SCALE", "10")
+    # Each mutant runs its tests in a new process: keep the layout variants built once (a
+    # cache keyed by what they are made from, tests/conftest.py) and let the fork server
+    # import ExecuTorch's serializer once, before it forks them.
+    env.setdefault("WORKBENCH_TEST_VARIANT_CACHE", str(OUT / "variant-cache"))
+    env.setdefault("WORKBENCH_TEST_PRELOAD", "1")
     return env
 
 
@@ -595,6 +646,58 @@ def find_failing(cfg: dict[str, Any], log: Path) -> list[str]:
     return failing
 
 
+#: mutmut's stats run, made in a fresh process instead of mutmut's forked child (see
+#: :func:`collect_stats`). Run in the work tree; argv: the JSON file for the failing tests.
+_STATS = """
+import json, os, sys, time
+import _pytest.nodes
+if not hasattr(_pytest.nodes.Node, "_nodeid"):
+    _pytest.nodes.Node._nodeid = property(lambda self: self.nodeid)
+import mutmut.__main__  # noqa: F401  (sets mutmut's multiprocessing start method, as its CLI does)
+from mutmut.configuration import config
+from mutmut.state import state
+from mutmut.stats import save_stats
+from mutmut.utils.file_utils import setup_source_paths
+from mutmut.utils.format_utils import strip_prefix
+import pytest
+
+cfg = config()                       # read here, in the work tree, as mutmut's CLI reads it
+setup_source_paths()                 # the mutated package first on sys.path
+os.environ["MUTANT_UNDER_TEST"] = "stats"
+os.environ["PY_IGNORE_IMPORTMISMATCH"] = "1"
+os.environ["MUTMUT_DEPENDENCY_DEPTH"] = str(cfg.dependency_tracking_depth)
+failed = []
+
+class Stats:  # what mutmut's own StatsCollector records
+    def pytest_runtest_logstart(self, nodeid, location):
+        state().duration_by_test[nodeid] = 0
+    def pytest_runtest_teardown(self, item, nextitem):
+        for function in state()._stats:
+            state().tests_by_mangled_function_name[function].add(
+                strip_prefix(item.nodeid, prefix="mutants/"))
+        state()._stats.clear()
+    def pytest_runtest_makereport(self, item, call):
+        if call.when == "call":
+            state().duration_by_test[item.nodeid] += call.duration
+    def pytest_runtest_logreport(self, report):
+        if report.failed and report.nodeid not in failed:
+            failed.append(report.nodeid)
+
+t0 = time.process_time()
+os.chdir("mutants")
+rc = pytest.main(["--rootdir=.", "--tb=short", "-q", "-p", "no:randomly", "-p", "no:random-order",
+                  *cfg.pytest_add_cli_args_test_selection, *cfg.pytest_add_cli_args],
+                 plugins=[Stats()])
+os.chdir("..")
+state().stats_time = time.process_time() - t0
+for nodeid in failed:  # mutmut needs passing tests: these are deselected by the caller
+    state().duration_by_test.pop(nodeid, None)
+    for tests in state().tests_by_mangled_function_name.values():
+        tests.discard(nodeid)
+save_stats()
+json.dump({"exit": int(rc), "failed": failed}, open(sys.argv[1], "w"))
+"""
+
 #: Starts mutmut's command line. mutmut 3.8's stats collector reads ``item._nodeid``, which
 #: pytest 9 no longer has (``AttributeError`` in the stats run: "failed to collect stats"):
 #: give pytest's nodes that alias first. mutmut runs pytest in its own process (and forks
@@ -608,6 +711,36 @@ import mutmut.__main__
 sys.argv[0] = "mutmut"
 mutmut.__main__.cli()
 """
+
+
+def collect_stats(log: Path) -> list[str]:
+    """mutmut's stats run (which tests reach which mutated function, and how long each
+    test takes), made here in a fresh Python process, written where mutmut looks for it
+    (``mutants/mutmut-stats.json``); returns the node ids of tests that failed (with no
+    mutant active), which are left out of the stats.
+
+    Why not mutmut's own: mutmut forks a child of its main process for the stats run, and in
+    that child the trampoline's ``ContextVar`` (``MutmutCallStack``) corrupts memory
+    (CPython 3.11: a self-referencing tuple, then ``SIGSEGV`` in ``record_trampoline_hit``;
+    reproduced with a bare ``os.fork()`` before ``pytest.main`` on ``tests/test_hostile.py``,
+    never without the fork). Mutant runs do not track the call stack: forking them is safe.
+    mutmut then loads these stats and skips its own stats run.
+    """
+    out = log.with_suffix(".json")
+    print("mutation: stats run (every selected test once, in a fresh process; ~15 min here)",
+          flush=True)
+    t0 = time.perf_counter()
+    env = run_env()
+    with open(log, "w") as f:
+        r = subprocess.run([sys.executable, "-X", "faulthandler", "-c", _STATS, str(out)],
+                           env=env, stdout=f, stderr=subprocess.STDOUT)
+    if r.returncode or not out.exists():
+        raise SystemExit(f"mutation: the stats run exited with {r.returncode}; see {log}")
+    res = json.loads(out.read_text())
+    print(f"mutation: stats collected in {time.perf_counter() - t0:.0f} s; "
+          f"{len(res['failed'])} test(s) failed without mutants"
+          + "".join(f"\n  --deselect {f}" for f in res["failed"]), flush=True)
+    return res["failed"]
 
 
 def run_mutmut(names: Sequence[str], jobs: int, log: Path) -> tuple[int, float | None]:
@@ -650,6 +783,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--limit", type=int, help="test only this many mutants of the selected "
                     "modules (a deterministic random sample, see --seed)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the --limit sample (default 0)")
+    ap.add_argument("--stratify", action="store_true",
+                    help="with --limit: sample every module in proportion to its mutants (at "
+                    "least --min-per-module each), so the report estimates each module")
+    ap.add_argument("--min-per-module", type=int, default=10,
+                    help="with --stratify: at least this many mutants of every module (default 10)")
+    ap.add_argument("--retest", metavar="STATUSES",
+                    help="re-test only the mutants of the selected modules whose last verdict is "
+                    "one of these (comma-separated, e.g. survived,timeout): after adding tests")
+    ap.add_argument("--keep-verdicts", action="store_true",
+                    help="keep cached verdicts when the tests changed (the stats are still "
+                    "collected again); with --retest survived: only survivors are re-run")
     ap.add_argument("--jobs", "--max-children", type=int, default=2, dest="jobs",
                     help="mutants tested at once (mutmut --max-children; default 2)")
     ap.add_argument("--fresh", action="store_true", help="delete mutants/ first")
@@ -693,13 +837,21 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "rev": args.rev}
 
     if not args.report:
-        prepare_cache(cfg, args.fresh)
+        prepare_cache(cfg, args.fresh, keep_verdicts=args.keep_verdicts)
         deselect = list(args.deselect)
         if args.deselect_failing:
             generate_mutants(args.jobs)
             deselect += [f for f in find_failing(cfg, args.out / "plain-run.log") if f not in deselect]
         patch_work_config(WORK / "pyproject.toml", deselect, args.debug)
         extra["deselected"] = deselect
+        if not args.count and not (MUTANTS / "mutmut-stats.json").exists():
+            generate_mutants(args.jobs)
+            failed = [f for f in collect_stats(args.out / "stats-run.log") if f not in deselect]
+            if failed:  # mutmut needs the selection to pass: leave them out, stats kept
+                deselect += failed
+                patch_work_config(WORK / "pyproject.toml", failed, args.debug)
+                resave_stats()
+                extra["deselected"] = deselect
     if args.count:
         secs = generate_mutants(args.jobs)
         mutants = read_results(files)
@@ -714,10 +866,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     wall = None
     if not args.report:
         names: list[str] = []
-        if args.limit is not None:
+        if args.retest:
+            wanted = {x.strip() for x in args.retest.split(",") if x.strip()}
+            names = sorted(m.name for m in read_results(files) if m.status in wanted)
+            print(f"mutation: re-testing {len(names)} mutants whose verdict is "
+                  f"{' or '.join(sorted(wanted))}", flush=True)
+            if not names:
+                print(report_table(read_results(files), files))
+                return 0
+        elif args.limit is not None:
             generate_mutants(args.jobs)
-            pool = sorted(m.name for m in read_results(files))
-            names = sorted(random.Random(args.seed).sample(pool, min(args.limit, len(pool))))
+            results = read_results(files)
+            names = sample_names(results, args.limit, args.seed,
+                                 args.min_per_module if args.stratify else None)
         elif args.modules:
             names = [module_glob(f) for f in files]
         t0 = time.perf_counter()
@@ -733,7 +894,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for needle, advice in _ADVICE.items():
                 if needle in text:
                     print(f"mutation: {advice}", file=sys.stderr)
-        if names and args.limit is not None:
+        if names and (args.limit is not None or args.retest):
             picked = set(names)
             mutants = [m for m in read_results(files) if m.name in picked]
         else:

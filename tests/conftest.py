@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import os
 import pathlib
 import warnings
 from dataclasses import dataclass
@@ -16,6 +17,22 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_models"
+
+#: Opt-in cache of the built layout variants, shared by processes (``bench/mutation.py`` sets
+#: it: every mutant runs its tests in a fresh process that would rebuild them). Entries are
+#: keyed by the hash of ``variants.py``, the samples they come from and the executorch
+#: version, so a stale variant is never read. Unset (the normal suite): built per session.
+VARIANT_CACHE = os.environ.get("WORKBENCH_TEST_VARIANT_CACHE") or None
+
+if os.environ.get("MUTANT_UNDER_TEST") is not None and os.environ.get("WORKBENCH_TEST_PRELOAD"):
+    # A mutmut fork server imports this while collecting: the mutant processes it forks then
+    # start with ExecuTorch's serializer imported (~4 s each otherwise). Imports only: no
+    # torch operator has run, so the forks are safe.
+    try:
+        import executorch.exir._serialize._program  # noqa: F401
+        from executorch.exir import schema  # noqa: F401
+    except ImportError:  # pragma: no cover - the oracle tests skip then
+        pass
 
 
 def pte_samples() -> list[pathlib.Path]:
@@ -91,10 +108,37 @@ def pte_variant(tmp_path_factory, samples_dir):
             needed = variants.source_sample(name)
             if not (samples_dir / needed).is_file():
                 pytest.skip(f"sample {needed} (source of variant {name}) is not there")
-            built[name] = variants.build(name, samples_dir, out)
+            built[name] = (_cached_variant(name, samples_dir) if VARIANT_CACHE
+                           else variants.build(name, samples_dir, out))
         return built[name]
 
     return get
+
+
+def _cached_variant(name: str, samples_dir: pathlib.Path) -> pathlib.Path:
+    """Variant ``name`` from :data:`VARIANT_CACHE` (built there once, atomically)."""
+    import importlib.metadata
+    import shutil
+    import tempfile
+
+    import variants
+
+    h = hashlib.sha256(pathlib.Path(variants.__file__).read_bytes())
+    h.update(importlib.metadata.version("executorch").encode())
+    for p in sorted(samples_dir.iterdir()):
+        if p.is_file() and p.name.startswith(pathlib.Path(variants.source_sample(name)).stem):
+            h.update(p.name.encode() + p.read_bytes())
+    folder = pathlib.Path(VARIANT_CACHE) / f"{name}-{h.hexdigest()[:16]}"
+    if not folder.is_dir():
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        tmp = pathlib.Path(tempfile.mkdtemp(dir=folder.parent, prefix=".build-"))
+        variants.build(name, samples_dir, tmp)
+        try:
+            (tmp / name).rename(folder)
+        except OSError:  # another process was faster: use its copy
+            pass
+        shutil.rmtree(tmp, ignore_errors=True)
+    return next(p for p in folder.iterdir() if p.stem == name and p.suffix in (".pte", ".bpte"))
 
 
 @pytest.fixture(scope="session")
