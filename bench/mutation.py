@@ -660,6 +660,30 @@ from mutmut.stats import save_stats
 from mutmut.utils.file_utils import setup_source_paths
 from mutmut.utils.format_utils import strip_prefix
 import pytest
+import mutmut.core
+import mutmut.mutation.trampoline
+
+
+class CallStack:
+    """mutmut's MutmutCallStack on a plain list instead of a ContextVar (see collect_stats)."""
+    _v = [(None, 0)]
+
+    @classmethod
+    def get(cls):
+        return cls._v[-1]
+
+    @classmethod
+    def set(cls, value):
+        cls._v.append(value)
+        return len(cls._v) - 1
+
+    @classmethod
+    def reset(cls, token):
+        del cls._v[max(token, 1):]
+
+
+mutmut.core.MutmutCallStack = CallStack
+mutmut.mutation.trampoline.MutmutCallStack = CallStack
 
 cfg = config()                       # read here, in the work tree, as mutmut's CLI reads it
 setup_source_paths()                 # the mutated package first on sys.path
@@ -719,12 +743,15 @@ def collect_stats(log: Path) -> list[str]:
     (``mutants/mutmut-stats.json``); returns the node ids of tests that failed (with no
     mutant active), which are left out of the stats.
 
-    Why not mutmut's own: mutmut forks a child of its main process for the stats run, and in
-    that child the trampoline's ``ContextVar`` (``MutmutCallStack``) corrupts memory
-    (CPython 3.11: a self-referencing tuple, then ``SIGSEGV`` in ``record_trampoline_hit``;
-    reproduced with a bare ``os.fork()`` before ``pytest.main`` on ``tests/test_hostile.py``,
-    never without the fork). Mutant runs do not track the call stack: forking them is safe.
-    mutmut then loads these stats and skips its own stats run.
+    Why not mutmut's own: in the stats run every call of a mutated function pushes and pops
+    mutmut's call-stack ``ContextVar`` (``MutmutCallStack``), and on this CPython (3.11.7)
+    that run dies with ``SIGSEGV`` in ``test_hostile.py`` (gdb: ``tuplehash`` recursing
+    through a tuple that contains itself, i.e. a corrupted context value; faulthandler:
+    ``record_trampoline_hit`` or ``ContextVar.reset``). Reproduced with a bare ``os.fork()``
+    before ``pytest.main`` and in a plain process; gone when the ContextVar is replaced by
+    a list-based stack, which this run does (the stack only names callers for mutmut's
+    dependency tracking). Mutant runs never touch it, so mutmut runs those as usual, loading
+    these stats instead of collecting its own.
     """
     out = log.with_suffix(".json")
     print("mutation: stats run (every selected test once, in a fresh process; ~15 min here)",
