@@ -664,8 +664,7 @@ import mutmut.core
 import mutmut.mutation.trampoline
 
 
-class CallStack:
-    """mutmut's MutmutCallStack on a plain list instead of a ContextVar (see collect_stats)."""
+class CallStack:  # mutmut's MutmutCallStack on a plain list, not a ContextVar (collect_stats)
     _v = [(None, 0)]
 
     @classmethod
