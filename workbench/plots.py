@@ -303,8 +303,10 @@ def _draw_band(ax: Axes, seg: pd.DataFrame, y: float, scale: _Scale, labels: lis
         ax.plot([x0, x0, x1, x1], [top + 0.02, top + 0.08, top + 0.08, top + 0.02],
                 color=KIND_COLORS["delegate"], linewidth=1.2, gid="delegate_blob",
                 solid_capstyle="butt", clip_on=False, zorder=4)
-        ax.text((x0 + x1) / 2, top + 0.1, _text(owner, 60), ha="center", va="bottom",
-                fontsize=_FONT - 1, color="#7a3f00", gid="delegate_blob", clip_on=False)
+        # placed like the span labels: only where it fits, never over another label
+        short = owner.replace(" delegate ", " d").split(" (")[0]
+        labels.append(_Label(ax, x0, x1, top + 0.09, top + 0.3,
+                             [_text(owner, 60), _text(owner, 30), short], "#ffffff"))
     return kinds
 
 
@@ -448,7 +450,16 @@ def tensor_sizes(art: Artifact, top: int = 20) -> Figure:
 
 
 def _module_of(name: str, fqn: str | None, method: str | None, storage: str) -> str:
-    """Module prefix of a tensor: its FQN up to the last dot (see :func:`treemap`)."""
+    """Module prefix of a tensor: its FQN up to the last dot (see :func:`treemap`); a
+    delegate graph's constant (``forward/delegate0/2``) groups under its delegate.
+
+    Example:
+        >>> _module_of("forward/delegate0/2", None, None, "blob"), _module_of("x", "a.b.w", "f", "segment")
+        ('forward delegate 0', 'a.b')
+    """
+    parts = name.split("/")
+    if not fqn and len(parts) == 3 and parts[1].startswith("delegate") and parts[1][8:].isdigit():
+        return f"{parts[0]} delegate {parts[1][8:]}"
     key = fqn if fqn else name
     if fqn or method is None:
         if storage == "named_data" and "." not in key:
@@ -489,8 +500,9 @@ def treemap(art: Artifact) -> Figure:
         if loc in seen or r.nbytes <= 0:
             continue
         seen.add(loc)
-        fqn = fqns[r.i] if isinstance(fqns[r.i], str) else None
-        method = methods[r.i] if isinstance(methods[r.i], str) else None
+        inside = r.i < len(fqns)  # rows past the frame are delegate constants (stored_tensors)
+        fqn = fqns[r.i] if inside and isinstance(fqns[r.i], str) else None
+        method = methods[r.i] if inside and isinstance(methods[r.i], str) else None
         mod = _module_of(r.name, fqn, method, r.storage)
         sizes[mod] = sizes.get(mod, 0) + r.nbytes
         counts[mod] = counts.get(mod, 0) + 1
