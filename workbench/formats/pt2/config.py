@@ -105,8 +105,11 @@ _NUM = rb"(?:0|[1-9][0-9]{0,18})"
 _AS_INTS = rb'((?:\{"as_int": ' + _NUM + rb'\}(?:, \{"as_int": ' + _NUM + rb'\})*)?)'
 #: One config entry as torch writes it, loosely: ``"<fqn>": {"path_name": "<name>"<tail>}}``
 #: and the separator; the tail is checked on its own (:data:`_CANONICAL_TAIL`).
-_CANONICAL_ENTRY = re.compile(rb'"([^"\\]*(?:\\.[^"\\]*)*)": \{"path_name": "([^"\\/]*)"'
-                              rb'([^}]*(?:\}[^}]+)*)\}\}(?:, |\}\}\Z)')
+# The FQN group runs of non-quote bytes are matched atomically ((?=(x*))\2: no backtracking
+# into them), so a long string elsewhere in the document costs one scan, not one per byte.
+# findall gives (fqn, run, run, path_name, tail).
+_CANONICAL_ENTRY = re.compile(rb'"((?=([^"\\]*))\2(?:\\.(?=([^"\\]*))\3)*)": '
+                              rb'\{"path_name": "([^"\\/]*)"([^}]*(?:\}[^}]+)*)\}\}(?:, |\}\}\Z)')
 #: Bytes of a :data:`_CANONICAL_ENTRY` match outside its three groups.
 _ENTRY_FIXED = len(b'"": {"path_name": ""}}, ')
 #: The rest of an entry exactly as torch writes it (json.dumps defaults, raw tensor storage).
@@ -195,7 +198,7 @@ def _canonical_config(raw: bytes | memoryview, prefix: str, kinds: tuple[str, st
     found = _CANONICAL_ENTRY.findall(raw, len(_CONFIG_HEAD))
     if not found:
         return None
-    fqn_raw, path_raw, tails = zip(*found)
+    fqn_raw, _, _, path_raw, tails = zip(*found)
     n = len(found)
     if sum(map(len, fqn_raw)) + sum(map(len, path_raw)) + sum(map(len, tails)) + \
             n * _ENTRY_FIXED != len(raw) - len(_CONFIG_HEAD):
