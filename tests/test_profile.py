@@ -15,6 +15,7 @@ import os
 import pathlib
 import sys
 
+import pandas as pd
 import pytest
 
 import workbench as wb
@@ -455,6 +456,177 @@ def test_plan_dedups_tied_weights(samples_dir):
         assert make_plan(art).tensor_bytes == 3232
         with pytest.raises(TypeError):
             make_plan(art, data=[])
+
+
+
+# -- the runtime's own load phase, from an ETDump (Profile.with_etdump) ----------------------------
+
+LOAD_EVENTS = {"Program::load_method", "Method::init"}
+
+
+def _load_events(etdp: pathlib.Path):
+    """The oracle: the trace's load-phase events, straight from its events frame."""
+    with wb.open(etdp) as art:
+        ev = art.frames["events"]
+    return ev[(ev["block"] == "Default") & (ev["kind"] == "framework")]
+
+
+def _own(prof: Profile):
+    return prof.frame[prof.frame["path"].str.startswith("etdump:")]
+
+
+@pytest.mark.parametrize("name", ["mlp_portable", "mlp_xnnpack"])
+def test_etdump_rows_are_the_traces_load_events(small_profile, samples_dir, name):
+    etdp = samples_dir / f"{name}.etdp"
+    want = _load_events(etdp)
+    assert set(want["name"].astype(str)) == LOAD_EVENTS
+    prof = small_profile.with_etdump(etdp)
+    # the workbench's rows are kept as they were, the runtime's follow (one per event)
+    n = len(small_profile.frame)
+    pd.testing.assert_frame_equal(prof.frame.iloc[:n].astype(object),
+                                  small_profile.frame.astype(object))
+    assert len(_own(small_profile)) == 0 and len(prof.frame) == n + len(want)
+    for c in frames.SCHEMAS["profile"]:
+        assert str(prof.frame[c.name].dtype) == c.dtype, c.name
+    own = _own(prof)
+    # the outer event first: Program::load_method spans Method::init
+    assert own["path"].tolist() == ["etdump:Program::load_method", "etdump:Method::init"]
+    for row in own.itertuples(index=False):
+        event = want[want["name"] == row.path.removeprefix("etdump:")].iloc[0]
+        # durations equal, in seconds: the events frame's raw ticks are nanoseconds
+        assert row.load_s == int(event["duration"]) * 1e-9
+        assert row.status == "ok" and row.run == 0 and row.consume == "none"
+        assert pd.isna(row.wall_s) and pd.isna(row.read_s) and pd.isna(row.read_bytes)
+        assert "measured by the runtime itself" in row.note and f"{name}.etdp" in row.note
+        assert f"{int(event['duration'])} ticks" in row.note
+    lm = want[want["name"] == "Program::load_method"].iloc[0]
+    init = want[want["name"] == "Method::init"].iloc[0]
+    nested = int(lm["start"]) <= int(init["start"]) and int(init["end"]) <= int(lm["end"])
+    assert nested and "contains Method::init" in own["note"].iloc[0]
+    assert "contains" not in own["note"].iloc[1]
+    s = prof.summary.set_index("path")
+    assert s.loc["etdump:Method::init", "load_s"] == int(init["duration"]) * 1e-9
+    assert s.loc["etdump:Method::init", "runs"] == 1
+    assert prof.info["etdump"] == [f"{name}.etdp"]
+    # another clock: ticks of a microsecond
+    micro = _own(small_profile.with_etdump(etdp, tick_s=1e-6))
+    assert micro["load_s"].tolist() == pytest.approx([v * 1000 for v in own["load_s"]], rel=1e-12)
+
+
+def test_etdump_rows_from_frames_and_twice(small_profile, samples_dir):
+    etdp = samples_dir / "mlp_portable.etdp"
+    from_file = _own(small_profile.with_etdump(etdp))
+    with wb.open(etdp) as art:
+        from_art = _own(small_profile.with_etdump(art))
+        from_events = _own(small_profile.with_etdump(art.frames["events"]))
+    timeline = wb.timeline(samples_dir / "mlp_portable.pte", etdp)   # what wb.run returns
+    from_timeline = _own(small_profile.with_etdump(timeline))
+    for other in (from_art, from_events, from_timeline):
+        assert other["path"].tolist() == from_file["path"].tolist()
+        assert other["load_s"].tolist() == from_file["load_s"].tolist()
+    assert "the ETDump frame given" in from_events["note"].iloc[0]
+    # two traces: the second one's rows are run 1
+    both = small_profile.with_etdump(etdp).with_etdump(samples_dir / "mlp_xnnpack.etdp")
+    own = _own(both)
+    assert own.groupby("path")["run"].apply(sorted).tolist() == [[0, 1], [0, 1]]
+    assert both.summary.set_index("path").loc["etdump:Program::load_method", "runs"] == 2
+    assert both.info["etdump"] == ["mlp_portable.etdp", "mlp_xnnpack.etdp"]
+
+
+def test_etdump_rows_in_table_and_plot(small_profile, samples_dir):
+    prof = small_profile.with_etdump(samples_dir / "mlp_portable.etdp")
+    text = prof.table()
+    line = next(ln for ln in text.splitlines() if ln.startswith("etdump:Program::load_method"))
+    assert "nan" not in line and "measured by the runtime itself" in line
+    fig = prof.plot()
+    ax = fig.axes[0]
+    legend = [t.get_text() for lg in [*ax.artists, ax.get_legend()] if hasattr(lg, "get_texts")
+              for t in lg.get_texts()]
+    assert "load: the runtime's own account (ETDump)" in legend
+    from matplotlib.colors import to_rgba
+
+    names = prof.summary["path"].tolist()
+    bars = [p for p in ax.patches if p.get_height() > 0 and p.get_y() == 0]
+    own = {round(b.get_x() + b.get_width() / 2) for b in bars if b.get_facecolor() == to_rgba("dimgray")}
+    assert own == {i for i, n in enumerate(names) if n.startswith("etdump:")}
+
+
+def _trace(tmp_path: pathlib.Path, blocks: list[tuple[str, list[tuple[str, int, int]]]]) -> pathlib.Path:
+    """A size-prefixed ETDump of framework events: [(block name, [(event, start, end)])]."""
+    fb = pytest.importorskip("flatbuffers")
+    from workbench.formats.etdump import schema as S
+
+    b = fb.Builder(256)
+
+    def table(fields):  # [(slot, prepend method name, value)]
+        b.StartObject(max(slot for slot, _, _ in fields) + 1)
+        for slot, how, v in fields:
+            getattr(b, how)(slot, v, 0 if how == "PrependUOffsetTRelativeSlot" else None)
+        return b.EndObject()
+
+    def vector(offsets):
+        b.StartVector(4, len(offsets), 4)
+        for o in reversed(offsets):
+            b.PrependUOffsetTRelative(o)
+        return b.EndVector()
+
+    runs = []
+    for block, events in blocks:
+        evs = []
+        for name, start, end in events:
+            n = b.CreateString(name)
+            pe = table([(S.ProfileEvent.name, "PrependUOffsetTRelativeSlot", n),
+                        (S.ProfileEvent.chain_index, "PrependInt32Slot", -1),
+                        (S.ProfileEvent.instruction_id, "PrependInt32Slot", 0),
+                        (S.ProfileEvent.start_time, "PrependUint64Slot", start),
+                        (S.ProfileEvent.end_time, "PrependUint64Slot", end)])
+            evs.append(table([(S.Event.profile_event, "PrependUOffsetTRelativeSlot", pe)]))
+        events_vec = vector(evs)
+        name = b.CreateString(block)
+        runs.append(table([(S.RunData.name, "PrependUOffsetTRelativeSlot", name),
+                           (S.RunData.events, "PrependUOffsetTRelativeSlot", events_vec)]))
+    run_vec = vector(runs)
+    root = table([(S.ETDump.version, "PrependUint32Slot", 0),
+                  (S.ETDump.run_data, "PrependUOffsetTRelativeSlot", run_vec)])
+    b.FinishSizePrefixed(root, S.FILE_IDENTIFIER)
+    path = tmp_path / "trace.etdp"
+    path.write_bytes(bytes(b.Output()))
+    return path
+
+
+def test_etdump_rows_of_a_trace_built_here(small_profile, tmp_path):
+    etdp = _trace(tmp_path, [("Default", [("Method::init", 1_500, 5_000),
+                                          ("Program::load_method", 1_000, 6_000)]),
+                             ("Execute", [("Method::execute", 7_000, 9_000)])])
+    own = _own(small_profile.with_etdump(etdp))
+    assert own["path"].tolist() == ["etdump:Program::load_method", "etdump:Method::init"]
+    assert own["load_s"].tolist() == [5_000 * 1e-9, 3_500 * 1e-9]   # Method::execute: not a load
+    assert own["run"].tolist() == [0, 0]
+    # a trace recorded after the load: no load-phase event is an error, not an empty table
+    late = _trace(tmp_path, [("Execute", [("Method::execute", 7_000, 9_000)])])
+    with pytest.raises(wb.MissingDataError, match="no load-phase events"):
+        small_profile.with_etdump(late)
+
+
+def test_etdump_arguments(small_profile, samples_dir):
+    with pytest.raises(wb.UnknownFormatError, match="ETDump"):
+        small_profile.with_etdump(samples_dir / "mlp_portable.pte")
+    with pytest.raises(ValueError, match="tick_s"):
+        small_profile.with_etdump(samples_dir / "mlp_portable.etdp", tick_s=0)
+    with pytest.raises(ValueError, match="duration"):
+        small_profile.with_etdump(pd.DataFrame({"run": [0], "block": ["Default"], "name": ["x"],
+                                                "kind": ["framework"], "start": [0], "end": [1]}))
+
+
+def test_profile_with_etdump_argument(samples_dir):
+    etdp = samples_dir / "mlp_portable.etdp"
+    prof = wb.profile(samples_dir / "mlp_portable.pte", paths=["read"], repeat=1,
+                      progress=False, etdump=etdp)
+    assert prof.frame["path"].tolist() == ["read", "etdump:Program::load_method",
+                                           "etdump:Method::init"]
+    want = _load_events(etdp).set_index("name")["duration"]
+    got = _own(prof).set_index("path")["load_s"]
+    assert got["etdump:Method::init"] == int(want["Method::init"]) * 1e-9
 
 
 # -- the real loaders (slow: each worker imports executorch / torch) ----------------------------

@@ -375,7 +375,8 @@ SCHEMAS["compare_duplicates"] = [
 
 # -- workbench.profile(): load paths (workbench/loadpaths/), one fresh process per run. ---------
 SCHEMAS["profile"] = [
-    _c("path", "string", "load path name (workbench.loadpaths.PATHS)", True),
+    _c("path", "string", "load path name (workbench.loadpaths.PATHS), or 'etdump:<event>': "
+       "the runtime's own timing of its load, from an ETDump (Profile.with_etdump)", True),
     _c("run", "int64", "run index (a skipped path has one row, run 0)", True),
     _c("device", "category", "cpu | cuda", True),
     _c("status", "category", "ok | error (message in `error`; a crashed worker has rc < 0) | "
@@ -419,7 +420,7 @@ SCHEMAS["profile"] = [
     _c("note", "string", "what the path reports about itself"),
 ]
 SCHEMAS["profile_summary"] = [
-    _c("path", "string", "load path name", True),
+    _c("path", "string", "load path name, or 'etdump:<event>' (as in `profile`)", True),
     _c("device", "category", "cpu | cuda", True),
     _c("status", "category", "ok (at least one ok run) | error | skipped", True),
     _c("runs", "int64", "ok runs the medians are taken over", True),

@@ -498,7 +498,8 @@ def profile(artifact: Artifact | str | os.PathLike[str],
             repeat: int = 3, device: str = "cpu",
             data: Sequence[str | os.PathLike[str]] | None = None, progress: bool = True, *,
             trusted: bool = False, timeout: float = 600.0,
-            isolation: str = "fork") -> Profile:
+            isolation: str = "fork",
+            etdump: str | os.PathLike[str] | Artifact | pd.DataFrame | None = None) -> Profile:
     """Profile the ways an artifact's bytes can be loaded; one new process per run.
 
     Each run is timed in two phases: the load (``load_s``) and the read (``read_s``: every
@@ -529,6 +530,11 @@ def profile(artifact: Artifact | str | os.PathLike[str],
             from a server process that imported numpy, torch, ExecuTorch... once (kept
             between calls, see :func:`close_workers`); ``spawn``: a new interpreter per
             run (slower: every run imports again; nothing is shared).
+        etdump: an ETDump of this program (``.etdp`` path, opened trace, or the frame
+            :func:`workbench.run` returns): its load-phase events (``Program::load_method``,
+            ``Method::init``) are added as rows ``etdump:<event>``, the runtime's own account
+            next to the workbench's timing of ``executorch_runtime`` (see
+            :meth:`Profile.with_etdump`; nanosecond ticks assumed).
 
     Returns:
         A :class:`Profile`: ``frame`` (one row per path and run), ``summary``, ``rooflines``,
@@ -538,6 +544,9 @@ def profile(artifact: Artifact | str | os.PathLike[str],
         >>> prof = profile("sample_models/mlp_external.pte", repeat=1, progress=False)  # doctest: +SKIP
         >>> prof.summary.set_index("path")["status"]["executorch_runtime"]           # doctest: +SKIP
         'ok'
+        >>> prof = profile("sample_models/mlp_portable.pte", paths=["executorch_runtime"],
+        ...                etdump="sample_models/mlp_portable.etdp")                    # doctest: +SKIP
+        >>> prof.summary.set_index("path")["load_s"]                                 # doctest: +SKIP
     """
     import json
     import tempfile
@@ -626,7 +635,8 @@ def profile(artifact: Artifact | str | os.PathLike[str],
         "checksums": {",".join(os.path.basename(f) for f in k): v for k, v in references.items()},
         "plan": json.loads(plan.to_json()) if len(plan.tensors) <= 10_000 else None,
     }
-    return Profile(_frame(rows, rooflines), _rooflines_frame(rooflines), info)
+    prof = Profile(_frame(rows, rooflines), _rooflines_frame(rooflines), info)
+    return prof if etdump is None else prof.with_etdump(etdump)
 
 
 def _check_read(res: dict[str, Any], reference: Any, lp: LoadPath) -> None:
@@ -757,6 +767,74 @@ def _frame(rows: list[dict[str, Any]], rooflines: list[dict[str, Any]]) -> pd.Da
     return frames.build("profile", cols)
 
 
+#: ``path`` prefix of the rows :meth:`Profile.with_etdump` adds: the runtime's own account
+#: (drawn in ``_OWN_COLOR`` by :meth:`Profile.plot`).
+ETDUMP_PREFIX = "etdump:"
+_OWN_COLOR = "dimgray"
+
+
+def _trace_events(etdump: str | os.PathLike[str] | Artifact | pd.DataFrame
+                  ) -> tuple[pd.DataFrame, str | None]:
+    """The events frame of ``etdump`` and the trace's file name (None for a frame)."""
+    import pandas as pd
+
+    from ._open import open as wb_open
+    from .errors import UnknownFormatError
+
+    if isinstance(etdump, pd.DataFrame):
+        lacking = [c for c in ("run", "block", "name", "kind", "start", "end", "duration")
+                   if c not in etdump.columns]
+        if lacking:
+            raise ValueError(f"not an ETDump events or wb.timeline frame: no {', '.join(lacking)}")
+        return etdump, None
+    art = wb_open(etdump) if isinstance(etdump, (str, os.PathLike)) else etdump
+    try:
+        name = os.path.basename(art.path)
+        if art.format != "etdump":
+            raise UnknownFormatError(f"an ETDump (.etdp) is wanted, not {art.format}", file=name)
+        return art.frames["events"], name
+    finally:
+        if art is not etdump:
+            art.close()
+
+
+def _etdump_rows(events: pd.DataFrame, source: str | None, tick_s: float,
+                 first_run: dict[str, int]) -> list[dict[str, Any]]:
+    """One ``profile`` row per framework event outside the ``Execute`` blocks (the load
+    phase: ``Program::load_method``, ``Method::init``), its duration in seconds as
+    ``load_s``; ``first_run``: path -> rows it already has."""
+    from .errors import MissingDataError
+
+    kind, block = events["kind"].astype(str), events["block"].astype(str)
+    load = events[(kind == "framework") & (block != "Execute")]
+    if not len(load):
+        raise MissingDataError("no load-phase events (framework events outside the Execute "
+                               "blocks: Program::load_method, Method::init); the runtime records "
+                               "them only when ETDump is on while the method loads",
+                               file=source, structure="ETDump.run_data")
+    load = load.assign(_start=load["start"].astype("int64"), _end=-load["end"].astype("int64"))
+    load = load.sort_values(["run", "_start", "_end"], kind="stable")  # outer events first
+    spans = [(int(r.run), str(r.name), int(r.start), int(r.end))
+             for r in load.itertuples(index=False)]
+    where = f"ETDump {source}" if source else "the ETDump frame given"
+    rows = []
+    seen = dict(first_run)
+    for r, (run, name, start, end) in zip(load.itertuples(index=False), spans):
+        path = ETDUMP_PREFIX + name
+        k = seen[path] = seen.get(path, -1) + 1
+        inner = [n for (ru, n, s, e) in spans if ru == run and start <= s and e <= end
+                 and (s, e) != (start, end)]
+        ok = not _missing(r.duration)
+        note = (f"measured by the runtime itself: {where}, {r.block} block (run {run}), "
+                f"{int(r.duration) if ok else '?'} ticks x {tick_s:g} s")
+        if inner:
+            note += f"; contains {', '.join(dict.fromkeys(inner))} (nested: do not add them)"
+        rows.append({"path": path, "run": k, "device": "cpu", "status": "ok" if ok else "error",
+                     "load_s": int(r.duration) * tick_s if ok else None, "note": note,
+                     "error": None if ok else "the event has no duration (end before start)"})
+    return rows
+
+
 def _rooflines_frame(rooflines: list[dict[str, Any]]) -> pd.DataFrame:
     import pandas as pd
 
@@ -884,6 +962,59 @@ class Profile:
         return pd.DataFrame(rows, columns=["path", "runs", "min", "median", "max", "rel_spread"]
                             ).set_index("path")
 
+    def with_etdump(self, etdump: str | os.PathLike[str] | Artifact | pd.DataFrame, *,
+                    tick_s: float = 1e-9) -> Profile:
+        """This profile plus the runtime's own account of its load phase, from an ETDump.
+
+        Every framework event of the trace outside its ``Execute`` blocks — the load:
+        ``Program::load_method`` and, nested inside it, ``Method::init`` — becomes one row
+        of :attr:`frame` with ``path`` ``"etdump:<event name>"`` (``etdump:Program::load_method``),
+        its duration as ``load_s`` (``wall_s``, ``read_s`` and the byte and memory columns
+        missing: the runtime timed its load only, nothing was read) and a ``note`` saying
+        where it comes from. The summary, :meth:`spread` (of ``load_s``), :meth:`table` and
+        :meth:`plot` then show the workbench's timing of ``executorch_runtime`` (its
+        ``load_s``: ``load_program`` + ``load_method`` seen from Python, in a fresh process)
+        next to the runtime's own. The trace is taken to be of this program (an ETDump does
+        not name it): record it with :func:`workbench.run` (``etdump="x.etdp"``) or
+        ``_load_for_executorch(..., enable_etdump=True)``.
+
+        Args:
+            etdump: the ``.etdp`` path, an opened ETDump, its ``events`` frame, or the frame
+                :func:`workbench.run` / :func:`workbench.timeline` returns.
+            tick_s: seconds per tick of the trace's timestamps. ETDump stores raw runtime
+                ticks and no unit (``workbench.frames``: "raw runtime units, ns with the
+                default clock"); ExecuTorch's default clock counts nanoseconds: 1e-9.
+
+        Returns:
+            A new :class:`Profile` (this one is unchanged).
+
+        Raises:
+            UnknownFormatError: ``etdump`` is a file of another format.
+            MissingDataError: the trace holds no load-phase event.
+
+        Example:
+            >>> prof = wb.profile("sample_models/mlp_portable.pte",
+            ...                   paths=["executorch_runtime"], repeat=1)      # doctest: +SKIP
+            >>> both = prof.with_etdump("sample_models/mlp_portable.etdp")     # doctest: +SKIP
+            >>> (both.summary.set_index("path")["load_s"] * 1e3).round(3)      # doctest: +SKIP
+            executorch_runtime                 1.266
+            etdump:Program::load_method        0.027
+            etdump:Method::init                0.023
+        """
+        from . import frames
+
+        if not (tick_s > 0 and tick_s != float("inf")):
+            raise ValueError(f"tick_s must be a positive number of seconds, not {tick_s!r}")
+        events, source = _trace_events(etdump)
+        have = self.frame["path"].value_counts()
+        added = _frame(_etdump_rows(events, source, tick_s,
+                                    {str(p): int(n) - 1 for p, n in have.items()}), [])
+        cols = {c.name: [None if _missing(v) else v for v in self.frame[c.name].tolist()]
+                + [None if _missing(v) else v for v in added[c.name].tolist()]
+                for c in frames.SCHEMAS["profile"]}
+        info = dict(self.info, etdump=[*self.info.get("etdump", []), source or "<frame>"])
+        return Profile(frames.build("profile", cols), self.rooflines, info)
+
     @property
     def cold_notes(self) -> list[str]:
         """The distinct ``cold_note`` texts: why runs that asked for a cold cache were warm.
@@ -936,7 +1067,8 @@ class Profile:
             lines.append((
                 escape(r.path), str(r.status), str(r.runs), num(r.load_s, ",.2f", 1e3),
                 num(r.read_s, ",.2f", 1e3), num(r.wall_s, ",.2f", 1e3), rng,
-                num(r.gbps, ",.2f"), num(r.frac_roofline, ".2f"), str(r.roofline),
+                num(r.gbps, ",.2f"), num(r.frac_roofline, ".2f"),
+                "" if _missing(r.roofline) else str(r.roofline),
                 mib(r.peak_rss_growth), mib(r.rss_anon_growth), mib(r.rss_file_growth),
                 mib(r.locked), num(r.major_faults, ","), num(r.minor_faults, ","),
                 mib(r.cuda_peak_bytes), extra[:90]))
@@ -988,7 +1120,8 @@ class Profile:
     def plot(self) -> Figure:
         """Time until every weight byte was read once, per path; memory held below.
 
-        Each bar stacks the load (solid: orange for copying paths, blue for zero-copy ones) and
+        Each bar stacks the load (solid: orange for copying paths, blue for zero-copy ones,
+        dark gray for the runtime's own account from an ETDump, see :meth:`with_etdump`) and
         the read (light: the checksum of every weight byte, or the first forward for the
         runtime's loaders); the error bar spans the fastest to the slowest run (min-max of
         ``wall_s``); a black tick marks the floor, the path's weight bytes at the ``ram_read``
@@ -1014,6 +1147,8 @@ class Profile:
         copying = (s["bytes_copied"].astype("Float64").fillna(0) > 0).to_numpy(dtype=bool)
         color = np.where(copying, "tab:orange", "tab:blue")
         color = np.where(s["device"].astype(str).to_numpy() == "cuda", "tab:green", color)
+        own = s["path"].astype(str).str.startswith(ETDUMP_PREFIX).to_numpy(dtype=bool)
+        color = np.where(own, _OWN_COLOR, color)
         color = np.where(ok, color, "lightgray")
         ax.bar(x, load, color=color, edgecolor="white")
         ax.bar(x, read, bottom=load, color=color, alpha=0.35, edgecolor="white", hatch="..")
@@ -1044,6 +1179,9 @@ class Profile:
                          label="read: every weight byte once / first forward")]
         if (s["device"].astype(str) == "cuda").any():
             handles.insert(2, Patch(facecolor="tab:green", label="load: to the GPU"))
+        if own.any():
+            handles.insert(2, Patch(facecolor=_OWN_COLOR,
+                                    label="load: the runtime's own account (ETDump)"))
         ax.add_artist(ax.legend(handles=handles, fontsize=8, loc="upper right"))
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=8, loc="upper left")
