@@ -470,12 +470,34 @@ def tally(mutants: Iterable[Mutant]) -> dict[str, int]:
     return c
 
 
-def report_table(mutants: Sequence[Mutant], files: Sequence[Path]) -> str:
-    """Per-module and total counts as a text table."""
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The 95 % Wilson score interval of a share ``k / n``, in % (what a sample of mutants
+    says of the whole module).
+
+    Example:
+        >>> [round(x, 1) for x in wilson(85, 100)]
+        [76.7, 90.7]
+    """
+    if n == 0:
+        return (0.0, 100.0)
+    p = k / n
+    d = 1 + z * z / n
+    c = (p + z * z / (2 * n)) / d
+    h = z * ((p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5) / d
+    return (100 * max(0.0, c - h), 100 * min(1.0, c + h))
+
+
+def report_table(mutants: Sequence[Mutant], files: Sequence[Path],
+                 population: dict[str, int] | None = None) -> str:
+    """Per-module and total counts as a text table; with ``population`` (module -> all its
+    mutants, for a sample) also each module's size and the 95 % interval of its share
+    killed, and the total weighted by module size."""
     cols = [("killed", "killed"), ("survived", "surv"), ("timeout", "tmout"),
             ("suspicious", "susp"), ("no tests", "notest"), ("not checked", "unchk")]
     w = max([len("module"), *(len(module_of(f)) for f in files)]) + 2
     head = f"{'module':<{w}}{'total':>7}" + "".join(f"{h:>8}" for _, h in cols) + f"{'% killed':>10}"
+    if population is not None:
+        head += f"{'of':>8}{'95% interval':>16}"
     lines = [head, "-" * len(head)]
     by_mod: dict[str, list[Mutant]] = {}
     for m in mutants:
@@ -485,17 +507,50 @@ def report_table(mutants: Sequence[Mutant], files: Sequence[Path]) -> str:
         if mod not in by_mod:
             continue
         c = tally(by_mod[mod])
-        lines.append(f"{mod:<{w}}{c['total']:>7}" + "".join(f"{c[s]:>8}" for s, _ in cols)
-                     + f"{c['score']:>9.1f}%")
+        line = (f"{mod:<{w}}{c['total']:>7}" + "".join(f"{c[s]:>8}" for s, _ in cols)
+                + f"{c['score']:>9.1f}%")
+        if population is not None:
+            lo, hi = wilson(c["killed"], c["checked"])
+            line += f"{population.get(mod, 0):>8}{f'{lo:.0f}-{hi:.0f}%':>16}"
+        lines.append(line)
     c = tally(mutants)
     lines.append("-" * len(head))
     lines.append(f"{'total':<{w}}{c['total']:>7}" + "".join(f"{c[s]:>8}" for s, _ in cols)
                  + f"{c['score']:>9.1f}%")
+    if population is not None:
+        est = weighted_score(mutants, population)
+        if est is not None:
+            lines.append(f"weighted by each module's size ({sum(population.values())} mutants): "
+                         f"{est[0]:.1f}% killed (95% interval {est[1]:.1f}-{est[2]:.1f}%)")
     other = {s: c[s] for s in ("segfault", "skipped", "caught by type check",
                                "check was interrupted by user") if c[s]}
     if other:
         lines.append("also: " + ", ".join(f"{k} {v}" for k, v in other.items()))
     return "\n".join(lines)
+
+
+def weighted_score(mutants: Sequence[Mutant], population: dict[str, int]
+                   ) -> tuple[float, float, float] | None:
+    """Share killed of all the modules' mutants, estimated from a stratified sample: each
+    module's sample share weighted by its size; the interval from the modules' binomial
+    variances (normal approximation). None when nothing was checked."""
+    by_mod: dict[str, list[Mutant]] = {}
+    for m in mutants:
+        by_mod.setdefault(m.module, []).append(m)
+    total = sum(population.get(mod, 0) for mod in by_mod)
+    if not total:
+        return None
+    est = var = 0.0
+    for mod, ms in by_mod.items():
+        c = tally(ms)
+        if not c["checked"]:
+            continue
+        wgt = population.get(mod, 0) / total
+        p = c["killed"] / c["checked"]
+        est += wgt * p
+        var += wgt * wgt * p * (1 - p) / c["checked"]
+    h = 1.96 * var ** 0.5
+    return 100 * est, 100 * max(0.0, est - h), 100 * min(1.0, est + h)
 
 
 def diff_of(name: str, file: str) -> str:
@@ -931,7 +986,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("mutation: no results under mutants/ for the selected modules (run without --report)")
         return 1
     print()
-    print(report_table(mutants, files))
+    population = None
+    partial = any(m.status == "not checked" for m in mutants)
+    if args.limit is not None or args.retest or partial:  # a sample: what it tells of all
+        population = {}
+        for m in read_results(files):
+            population[m.module] = population.get(m.module, 0) + 1
+        extra["population"] = population
+        est = weighted_score(mutants, population)
+        if est is not None:
+            extra["weighted_score"] = [round(x, 1) for x in est]
+    print(report_table(mutants, files, population))
     if wall is not None:
         tested = sum(1 for m in mutants if m.status not in ("not checked", "no tests", "skipped"))
         mphase = extra["mutation_phase_seconds"]
