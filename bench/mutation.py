@@ -352,6 +352,14 @@ def sample_names(results: Sequence[Mutant], limit: int, seed: int,
     return sorted(out)
 
 
+def sample_of(out: Path) -> set[str]:
+    """The mutant names of the last ``--limit`` sample (``out/sample.json``)."""
+    path = out / "sample.json"
+    if not path.exists():
+        raise SystemExit(f"mutation: --sample: no {path} (run with --limit first)")
+    return set(json.loads(path.read_text())["names"])
+
+
 def resave_stats() -> None:
     """Write ``mutants/mutmut-stats.json`` again with the fingerprint of the work tree's
     current ``[tool.mutmut]`` (after deselecting tests: mutmut would otherwise see a changed
@@ -869,6 +877,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "least --min-per-module each), so the report estimates each module")
     ap.add_argument("--min-per-module", type=int, default=10,
                     help="with --stratify: at least this many mutants of every module (default 10)")
+    ap.add_argument("--sample", action="store_true",
+                    help="with --report (or --retest): only the mutants of the last --limit "
+                    "sample (build/mutation/sample.json), reported as a sample")
     ap.add_argument("--retest", metavar="STATUSES",
                     help="re-test only the mutants of the selected modules whose last verdict is "
                     "one of these (comma-separated, e.g. survived,timeout): after adding tests")
@@ -949,7 +960,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         names: list[str] = []
         if args.retest:
             wanted = {x.strip() for x in args.retest.split(",") if x.strip()}
-            names = sorted(m.name for m in read_results(files) if m.status in wanted)
+            names = sorted(m.name for m in read_results(files) if m.status in wanted
+                           and (not args.sample or m.name in sample_of(args.out)))
             print(f"mutation: re-testing {len(names)} mutants whose verdict is "
                   f"{' or '.join(sorted(wanted))}", flush=True)
             if not names:
@@ -960,6 +972,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             results = read_results(files)
             names = sample_names(results, args.limit, args.seed,
                                  args.min_per_module if args.stratify else None)
+            args.out.mkdir(parents=True, exist_ok=True)
+            (args.out / "sample.json").write_text(json.dumps(
+                {"limit": args.limit, "seed": args.seed, "stratify": args.stratify,
+                 "min_per_module": args.min_per_module, "names": names}, indent=1))
         elif args.modules:
             names = [module_glob(f) for f in files]
         t0 = time.perf_counter()
@@ -982,13 +998,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             mutants = read_results(files)
     else:
         mutants = read_results(files)
+    if args.sample:
+        picked = sample_of(args.out)
+        mutants = [m for m in read_results(files) if m.name in picked]
     if not mutants:
         print("mutation: no results under mutants/ for the selected modules (run without --report)")
         return 1
     print()
     population = None
-    partial = any(m.status == "not checked" for m in mutants)
-    if args.limit is not None or args.retest or partial:  # a sample: what it tells of all
+    if args.limit is not None or args.retest or args.sample:  # a sample: what it tells of all
         population = {}
         for m in read_results(files):
             population[m.module] = population.get(m.module, 0) + 1
