@@ -148,3 +148,116 @@ def test_close_keeps_exported_views_alive(path):
     assert arr.tobytes() == PAYLOAD[:8]
     s.close()  # idempotent
 
+
+
+# -- reads through the descriptor (readinto / chunks): what mutation testing found untested ----
+
+READERS = ("u8", "u16", "u32", "i32", "u64", "i64")
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_default_structure_names(src, reader):
+    """Without a ``what``, the error names the read itself (``u8``, ``u16``, ...)."""
+    with pytest.raises(ArtifactError) as e:
+        getattr(src, reader)(src.size)
+    assert e.value.structure == reader and e.value.file == src.name and e.value.offset == src.size
+
+
+def test_slices_default_to_range(src):
+    import numpy as np
+
+    for call in (lambda: src.view(src.size, 1), lambda: src.bytes(src.size, 1),
+                 lambda: src.readinto(src.size, np.empty(1, np.uint8)),
+                 lambda: next(src.chunks(src.size, 1))):
+        with pytest.raises(TruncatedError) as e:
+            call()
+        assert e.value.structure == "range" and e.value.offset == src.size
+
+
+class _Preadv:
+    """A stand-in for ``os.preadv`` that serves at most ``step`` bytes per call from the real
+    file (then ``zeros_after`` calls in, 0 bytes: a short read) and records every call."""
+
+    def __init__(self, data: bytes, step: int, zeros_after: int | None = None) -> None:
+        self.data, self.step, self.zeros_after = data, step, zeros_after
+        self.calls: list[tuple[int, int]] = []
+
+    def __call__(self, fd, buffers, offset):
+        (buf,) = buffers
+        self.calls.append((offset, len(buf)))
+        if self.zeros_after is not None and len(self.calls) > self.zeros_after:
+            if len(self.calls) > self.zeros_after + 1:
+                raise AssertionError("read again after the file ended")
+            return 0
+        chunk = self.data[offset:offset + min(self.step, len(buf))]
+        buf[:len(chunk)] = chunk
+        return len(chunk)
+
+
+@pytest.mark.parametrize("step", [1, 3])
+def test_partial_reads_are_continued_where_they_stopped(src, path, monkeypatch, step):
+    import numpy as np
+
+    import workbench.source as source
+
+    fake = _Preadv(path.read_bytes(), step)
+    monkeypatch.setattr(source.os, "preadv", fake)
+    out = src.readinto(3, np.zeros(10, np.uint8), "x")
+    assert out.tobytes() == PAYLOAD[3:13]
+    assert [o for o, _ in fake.calls] == list(range(3, 13, step))
+    assert [n for _, n in fake.calls] == [10 - k for k in range(0, 10, step)]
+    parts = [bytes(c) for c in src.chunks(2, 9, "y", chunk=4)]
+    assert parts == [PAYLOAD[2:6], PAYLOAD[6:10], PAYLOAD[10:11]]
+
+
+def test_a_read_that_ends_early_is_a_stale_file(src, path, monkeypatch):
+    import numpy as np
+
+    import workbench.source as source
+    from workbench.errors import StaleFileError
+
+    monkeypatch.setattr(source.os, "preadv", _Preadv(path.read_bytes(), 4, zeros_after=1))
+    with pytest.raises(StaleFileError) as e:
+        src.readinto(5, np.zeros(10, np.uint8), "tensor 't'")
+    assert (e.value.file, e.value.structure, e.value.offset) == (src.name, "tensor 't'", 5)
+    assert e.value.detail == ("the file ended at 0x9 while 10 bytes were read: it changed since "
+                              "it was opened; reload it (Artifact.reload())")
+
+
+def test_one_byte_and_zero_bytes(src, monkeypatch):
+    import numpy as np
+
+    import workbench.source as source
+
+    one = src.readinto(1, np.zeros(1, np.uint8))
+    assert one.tolist() == [PAYLOAD[1]] and PAYLOAD[1] != 0
+    monkeypatch.setattr(source.os, "preadv", _Preadv(b"", 1, zeros_after=0))
+    empty = np.zeros(0, np.uint8)
+    assert src.readinto(src.size, empty) is empty  # nothing to read: no read at all
+    assert list(src.chunks(0, 0)) == []
+
+
+def test_a_file_changed_during_a_copy_is_refused(src, path, monkeypatch):
+    """The identity is checked before and after the copy; both errors name the read."""
+    import numpy as np
+
+    import workbench.source as source
+    from workbench.errors import StaleFileError
+
+    real = os.preadv
+
+    def rewrite_then_read(fd, buffers, offset):
+        k = real(fd, buffers, offset)
+        os.utime(path, ns=(0, 12345))  # the file changes under the copy
+        return k
+
+    monkeypatch.setattr(source.os, "preadv", rewrite_then_read)
+    with pytest.raises(StaleFileError) as e:
+        src.readinto(4, np.zeros(4, np.uint8), "after")
+    assert (e.value.structure, e.value.offset) == ("after", 4)
+    with pytest.raises(StaleFileError) as e:  # changed now: refused before reading
+        src.readinto(6, np.zeros(2, np.uint8), "before")
+    assert (e.value.structure, e.value.offset) == ("before", 6)
+    with pytest.raises(StaleFileError) as e:
+        next(src.chunks(6, 2, "chunks"))
+    assert (e.value.structure, e.value.offset) == ("chunks", 6)
