@@ -115,14 +115,15 @@ def _dedent(src: str) -> str:
 
 def test_there_are_notebooks() -> None:
     assert {"01_tour.ipynb", "02_layout_explorer.ipynb", "03_inline_vs_external.ipynb",
-            "04_load_paths.ipynb", "05_bundled_programs.ipynb", "06_bring_your_own_model.ipynb"} <= set(ALL)
+            "04_load_paths.ipynb", "05_bundled_programs.ipynb", "06_where_time_goes.ipynb",
+            "07_bring_your_own_model.ipynb"} <= set(ALL)
 
 
 #: Numbers prose may state without computing them: format constants (header sizes, the default
 #: alignments), the sizes of what a notebook itself builds, and notebook numbers. Anything else
 #: a Markdown cell states (a size, a time, a ratio, a count) must come from the notebook: a code
 #: cell that computes it and asserts it, or shows it with ``Markdown(f"...")``.
-DEFINITIONAL = {"01", "02", "03", "04", "05", "06", "8", "16", "32", "64", "128", "1024", "4096"}
+DEFINITIONAL = {"01", "02", "03", "04", "05", "06", "07", "8", "16", "32", "64", "128", "1024", "4096"}
 
 _CODE = re.compile(r"```.*?```|`[^`]*`", re.S)
 _LINK = re.compile(r"\]\([^)]*\)")
