@@ -456,3 +456,29 @@ def test_walk_of_a_method_without_values(args):
     got = walk.reads_writes()
     assert [list(x) for x in got] == [list(x) for x in want]
     assert walk.first_write().tolist() == [] and len(walk.use_val) == 0
+
+
+def test_node_and_module_lists_name_each_once():
+    """An instruction's ETRecord nodes are listed once each, in first-seen order, though its
+    rows repeat them per debug handle, and the model's top level (empty module path) is not
+    named as a module."""
+    import pandas as pd
+
+    from workbench.timing import _handles
+
+    class Rec:
+        frames = {
+            "nodes": pd.DataFrame({"stage": ["edge"] * 3, "method": ["forward"] * 3,
+                                   "name": ["a", "b", "c"], "module": ["", "blk.0", "blk.1"]}),
+            "debug_handles": pd.DataFrame({
+                "method": ["forward"] * 5, "instruction": [0] * 5,
+                "debug_handle": [1, 1, 2, 2, 3], "node": ["a", "b", "a", "b", "c"],
+                "op": ["add", "mul", "add", "mul", "relu"]}),
+            "delegate_map": pd.DataFrame({"method": [], "instruction": [],
+                                          "delegate_debug_id": [], "debug_handle": [],
+                                          "node": [], "op": []}),
+        }
+
+    (hs, nodes, ops, mods), = _handles(Rec()).values()
+    assert hs == (1, 2, 3) and nodes == "a; b; c" and ops == "add; mul; relu"
+    assert mods == "blk.0; blk.1"

@@ -238,10 +238,15 @@ def _handles(rec: Artifact | None) -> dict[tuple, tuple]:
 
     def add(key: tuple, method: str, rows: Any) -> None:
         hs = tuple(dict.fromkeys(int(h) for h in rows["debug_handle"].dropna()))
-        ns = [str(x) for x in rows["node"].dropna()]
-        ops = [str(x) for x in rows["op"].dropna()]
+        # a node listed under several handles / rows is named once (in first-seen order)
+        pairs = dict.fromkeys((str(n), None if o is None or o != o else str(o))
+                              for n, o in zip(rows["node"].astype(object), rows["op"].astype(object))
+                              if n is not None and n == n)
+        ns = [n for n, _ in pairs]
+        ops = [o for _, o in pairs if o is not None]
         mods = [module.get((method, x)) for x in ns]
-        mods = [x for x in dict.fromkeys(mods) if isinstance(x, str)]
+        # the model's own top level has the empty module path: not a module to name
+        mods = [x for x in dict.fromkeys(mods) if isinstance(x, str) and x]
         if hs or ns:
             out[key] = (hs, "; ".join(ns) or None, "; ".join(ops) or None,
                         "; ".join(mods) or None)
