@@ -467,17 +467,18 @@ def test_node_and_module_lists_name_each_once():
     from workbench.timing import _handles
 
     class Rec:
-        frames = {
-            "nodes": pd.DataFrame({"stage": ["edge"] * 3, "method": ["forward"] * 3,
-                                   "name": ["a", "b", "c"], "module": ["", "blk.0", "blk.1"]}),
-            "debug_handles": pd.DataFrame({
-                "method": ["forward"] * 5, "instruction": [0] * 5,
-                "debug_handle": [1, 1, 2, 2, 3], "node": ["a", "b", "a", "b", "c"],
-                "op": ["add", "mul", "add", "mul", "relu"]}),
-            "delegate_map": pd.DataFrame({"method": [], "instruction": [],
-                                          "delegate_debug_id": [], "debug_handle": [],
-                                          "node": [], "op": []}),
-        }
+        def __init__(self) -> None:
+            self.frames = {
+                "nodes": pd.DataFrame({"stage": ["edge"] * 3, "method": ["forward"] * 3,
+                                       "name": ["a", "b", "c"], "module": ["", "blk.0", "blk.1"]}),
+                "debug_handles": pd.DataFrame({
+                    "method": ["forward"] * 5, "instruction": [0] * 5,
+                    "debug_handle": [1, 1, 2, 2, 3], "node": ["a", "b", "a", "b", "c"],
+                    "op": ["add", "mul", "add", "mul", "relu"]}),
+                "delegate_map": pd.DataFrame({"method": [], "instruction": [],
+                                              "delegate_debug_id": [], "debug_handle": [],
+                                              "node": [], "op": []}),
+            }
 
     (hs, nodes, ops, mods), = _handles(Rec()).values()
     assert hs == (1, 2, 3) and nodes == "a; b; c" and ops == "add; mul; relu"

@@ -866,6 +866,7 @@ def timeline(t: pd.DataFrame, run: int | None = None) -> Figure:
         ax.add_patch(Rectangle((x, y - 0.4), w, 0.8, gid="event", label=str(row.kind),
                                facecolor=TIME_COLORS.get(str(row.kind), OTHER_COLOR),
                                edgecolor="none"))
+    fig.set_size_inches(11, min(1.2 + 0.28 * max(len(lanes), 1), 20.0))  # one row per lane
     span = max(int(e["end"].max()) - t0, 1)
     ax.set_xlim(0, span * 1.02)
     ax.set_ylim(len(lanes) - 0.5, -0.5)
