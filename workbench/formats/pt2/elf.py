@@ -63,9 +63,8 @@ def elf_symbol_range(src: Source, start: int, size: int, first: bytes,
             targets = {}
             for want in (first, last):
                 k = names.find(want + b"\0")
-                while k >= 0:
-                    if k == 0 or names[k - 1] == 0:
-                        targets[k] = want
+                while k >= 0:  # (linkers merge a name into another that ends with it)
+                    targets[k] = want
                     k = names.find(want + b"\0", k + 1)
             if not targets:
                 continue
