@@ -9,17 +9,28 @@ from it.
 
 from __future__ import annotations
 
+import json
 import shutil
 import struct
 import subprocess
 import types
+import zipfile
+import zlib
 
+import numpy as np
 import pytest
+from test_pt2 import build_zip, pt2_members, tensor_meta
 
+import workbench as wb
+from workbench.errors import CorruptError, OutOfBoundsError
+from workbench.formats._zip import ZipDirectory
+from workbench.formats.pt2 import config as pt2_config
 from workbench.formats.pt2 import elf as pt2_elf
 from workbench.formats.pt2.elf import elf_symbol_range
 from workbench.formats.pt2.schema import CONSTANTS_END as END
 from workbench.formats.pt2.schema import CONSTANTS_START as START
+from workbench.formats.pt2.schema import LIMIT
+from workbench.source import Source
 
 # --------------------------------------------------------------------------------------------
 # ELF64 images built by hand
@@ -264,8 +275,13 @@ def test_elf_range_name_at_offset_zero_of_its_table():
     image = elf_image(_secs(sym(0, 1, RODATA + 8) + sym(len(START) + 1, 1, RODATA + 24), strs))
     ro = offset_of(image, 1)
     assert rng(image) == (ro + 8, ro + 24)
+
+
+def test_elf_range_name_after_a_non_nul_byte():
+    """(A tail-merged name at offset 1 of a table.)"""
     strs = b"Z" + START + b"\0" + END + b"\0"
     image = elf_image(_secs(sym(1, 1, RODATA + 8) + sym(len(START) + 2, 1, RODATA + 24), strs))
+    ro = offset_of(image, 1)
     assert rng(image) == (ro + 8, ro + 24)
 
 
@@ -349,3 +365,396 @@ def test_elf_module_constants():
     assert pt2_elf._SHT_SYMTAB == SHT_SYMTAB and pt2_elf._SHT_DYNSYM == SHT_DYNSYM
     assert pt2_elf._SHT_NOBITS == SHT_NOBITS
     assert (pt2_elf._ELF_HEAD.size, pt2_elf._SHDR.size, pt2_elf._SYM.size) == (64, 64, 24)
+
+
+# --------------------------------------------------------------------------------------------
+# weights/constants configs: view arithmetic, the JSON path's errors, the fast path's result
+# --------------------------------------------------------------------------------------------
+
+CFG = "arc/data/weights/model_weights_config.json"
+CCFG = "arc/data/constants/model_constants_config.json"
+W0 = "arc/data/weights/weight_0"
+
+
+@pytest.mark.parametrize(("shape", "strides", "expected"), [
+    ((), (), True), ((5,), (1,), True), ((5,), (2,), False), ((2, 3), (3, 1), True),
+    ((2, 3), (1, 2), False), ((2, 3, 4), (12, 4, 1), True), ((2, 3, 4), (12, 4, 2), False),
+    ((2, 3, 4), (4, 4, 1), False), ((1, 3), (7, 1), True), ((3, 1), (1, 9), True),
+    ((2, 1, 3), (3, 99, 1), True), ((2, 2), (2, 1), True), ((2, 2), (1, 2), False),
+    ((0, 3), (5, 7), True), ((3, 0), (0, 0), True), ((1,), (0,), True), ((4,), (0,), False),
+    ((2, 5), (5, 1), True), ((5, 2), (2, 1), True), ((2, 2, 2), (4, 2, 1), True),
+    ((2, 2, 2), (2, 2, 1), False), ((3, 2, 2), (4, 2, 1), True),
+])
+def test_contiguous(shape, strides, expected):
+    assert pt2_config.contiguous(shape, strides) is expected
+
+
+def test_extent_and_numel():
+    assert pt2_config.extent((2, 3), (3, 1), 0) == 6
+    assert pt2_config.extent((2, 3), (3, 1), 5) == 11
+    assert pt2_config.extent((2, 3), (1, 2), 0) == 6
+    assert pt2_config.extent((4,), (0,), 2) == 3
+    assert pt2_config.extent((3, 0), (1, 1), 9) == 0
+    assert pt2_config.extent((), (), 4) == 5
+    assert pt2_config.extent((5, 2), (10, 3), 1) == 1 + 1 + 40 + 3
+    assert pt2_config.numel(()) == 1 and pt2_config.numel((2, 3, 4)) == 24
+    assert pt2_config.numel((7, 0)) == 0
+
+
+def test_layout_facts():
+    f = pt2_config._layout_facts
+    assert f(7, (2, 3), (3, 1), 0) == ("float32", 24, 24, True, 0)
+    assert f(7, (2, 3), (3, 1), 2) == ("float32", 24, 32, True, 8)
+    assert f(6, (3, 2), (1, 3), 1) == ("float16", 12, 14, False, 2)
+    assert f(1, (0, 4), (4, 1), 3) == ("uint8", 0, 0, True, 3)
+    assert f(5, (), (), 0) == ("int64", 8, 8, True, 0)
+    assert f(12, (4,), (0,), 0) == ("bool", 4, 1, False, 0)
+    for bad in ((0, (2,), (1,), 0), (99, (2,), (1,), 0), (True, (2,), (1,), 0),
+                (7.0, (2,), (1,), 0), (7, (2,), (1,), -1), (7, (2,), (1,), 1.0),
+                (7, (2,), (1,), True), (7, (2, 3), (1,), 0), (7, (-1,), (1,), 0),
+                (7, (2,), (-1,), 0), (7, (2.0,), (1,), 0), (7, (2,), (True,), 0)):
+        assert f(*bad) is None, bad
+    # sizes: below LIMIT bytes (uint8: one byte per element)
+    assert f(1, (LIMIT - 1,), (1,), 0) == ("uint8", LIMIT - 1, LIMIT - 1, True, 0)
+    assert f(1, (LIMIT,), (1,), 0) is None
+    assert f(1, (2,), (LIMIT,), 0) is None  # reach
+    assert f(1, (1,), (1,), LIMIT - 1) is None  # offset + 1 reaches LIMIT
+    assert f(1, (1,), (1,), LIMIT - 2) == ("uint8", 1, LIMIT - 1, True, LIMIT - 2)
+    assert f(7, (LIMIT // 4,), (1,), 0) is None
+    assert f(7, (LIMIT // 4 - 1,), (1,), 0)[1] == LIMIT - 4
+    assert f(1, (0,), (LIMIT * 2,), 0) == ("uint8", 0, 0, True, 0)
+
+
+def pt2_file(tmp_path, members, name="t.pt2", **kw):
+    data, _ = build_zip(members, **kw)
+    p = tmp_path / name
+    p.write_bytes(data)
+    return p
+
+
+def data_offset(path, name: str) -> int:
+    """Where member ``name``'s data starts, from ``zipfile`` and its local header."""
+    with zipfile.ZipFile(path) as z:
+        info = z.getinfo(name)
+    raw = path.read_bytes()
+    n, x = struct.unpack_from("<HH", raw, info.header_offset + 26)
+    return info.header_offset + 30 + n + x
+
+
+def row(art, name: str) -> dict:
+    """One tensors row as plain Python values (missing: ``None``)."""
+    import pandas as pd
+
+    r = art.tensors.set_index("name").loc[name].to_dict()
+    return {k: (None if not isinstance(v, (tuple, list)) and pd.isna(v) else v)
+            for k, v in r.items()}
+
+
+def finds(art) -> list[tuple]:
+    return [(f["severity"], f["structure"], f["offset"], f["message"]) for f in art._parsed.findings]
+
+
+W6 = np.arange(6, dtype=np.float32).tobytes()
+
+
+def entry(**over) -> dict:
+    e = {"path_name": "weight_0", "is_param": True, "use_pickle": False,
+         "tensor_meta": tensor_meta(7, [2, 3])}
+    for k, v in over.items():
+        if v is _DROP:
+            e.pop(k)
+        else:
+            e[k] = v
+    return e
+
+
+_DROP = object()
+
+
+def tm(**over) -> dict:
+    t = tensor_meta(7, [2, 3])
+    for k, v in over.items():
+        if v is _DROP:
+            t.pop(k)
+        else:
+            t[k] = v
+    return t
+
+
+_ERRORS = [
+    ("not-object", "x", CorruptError, "expected an object with a string 'path_name'"),
+    ("no-path", {"is_param": True}, CorruptError, "expected an object with a string 'path_name'"),
+    ("path-int", entry(path_name=3), CorruptError, "expected an object with a string 'path_name'"),
+    ("no-member", entry(path_name="nope\n"), CorruptError,
+     "path_name 'nope\\\\x0a' names no member of data/weights/"),
+    ("slash", entry(path_name="sub/w"), CorruptError,
+     "path_name 'sub/w' names no member of data/weights/"),
+    ("pickle-str", entry(use_pickle="yes"), CorruptError,
+     "use_pickle is not a boolean (torch would unpickle the member when truthy)"),
+    ("pickle-int", entry(use_pickle=0), CorruptError,
+     "use_pickle is not a boolean (torch would unpickle the member when truthy)"),
+    ("tm-list", entry(tensor_meta=[]), CorruptError, "tensor_meta is not an object"),
+    ("dtype-0", entry(tensor_meta=tm(dtype=0)), CorruptError,
+     "tensor_meta.dtype 0 is not a known ScalarType"),
+    ("dtype-bool", entry(tensor_meta=tm(dtype=True)), CorruptError,
+     "tensor_meta.dtype True is not a known ScalarType"),
+    ("dtype-str", entry(tensor_meta=tm(dtype="7")), CorruptError,
+     "tensor_meta.dtype '7' is not a known ScalarType"),
+    ("dtype-none", entry(tensor_meta=tm(dtype=_DROP)), CorruptError,
+     "tensor_meta.dtype None is not a known ScalarType"),
+    ("sizes-dict", entry(tensor_meta=tm(sizes={})), CorruptError,
+     "tensor_meta.sizes/strides are not lists of the same length"),
+    ("no-strides", entry(tensor_meta=tm(strides=_DROP)), CorruptError,
+     "tensor_meta.sizes/strides are not lists of the same length"),
+    ("lengths", entry(tensor_meta=tm(strides=[{"as_int": 1}])), CorruptError,
+     "tensor_meta.sizes/strides are not lists of the same length"),
+    ("sym-size", entry(tensor_meta=tm(sizes=[{"as_expr": "s0"}, {"as_int": 3}])), CorruptError,
+     "sizes, strides and storage_offset must be {'as_int': n} integers"),
+    ("bool-size", entry(tensor_meta=tm(sizes=[{"as_int": True}, {"as_int": 3}])), CorruptError,
+     "sizes, strides and storage_offset must be {'as_int': n} integers"),
+    ("float-off", entry(tensor_meta=tm(storage_offset={"as_int": 1.0})), CorruptError,
+     "sizes, strides and storage_offset must be {'as_int': n} integers"),
+    ("neg-size", entry(tensor_meta=tm(sizes=[{"as_int": 2}, {"as_int": -3}])), CorruptError,
+     "negative size, stride or storage offset ([2, -3], [3, 1], 0)"),
+    ("neg-stride", entry(tensor_meta=tm(strides=[{"as_int": -3}, {"as_int": 1}])), CorruptError,
+     "negative size, stride or storage offset ([2, 3], [-3, 1], 0)"),
+    ("neg-off", entry(tensor_meta=tm(storage_offset={"as_int": -1})), CorruptError,
+     "negative size, stride or storage offset ([2, 3], [3, 1], -1)"),
+    ("huge", entry(tensor_meta=tensor_meta(1, [LIMIT])), CorruptError,
+     f"sizes [{LIMIT}] / strides [1] / offset 0 are too large"),
+    ("huge-f32", entry(tensor_meta=tensor_meta(7, [LIMIT // 4])), CorruptError,
+     f"sizes [{LIMIT // 4}] / strides [1] / offset 0 are too large"),
+    ("huge-off", entry(tensor_meta=tensor_meta(1, [1], offset=LIMIT - 1)), CorruptError,
+     f"sizes [1] / strides [1] / offset {LIMIT - 1} are too large"),
+    ("past", entry(tensor_meta=tensor_meta(7, [2, 3], offset=1)), OutOfBoundsError,
+     "the view reaches 28 bytes of storage, member 'arc/data/weights/weight_0' holds 24"),
+    ("past-big", entry(tensor_meta=tensor_meta(1, [LIMIT - 1])), OutOfBoundsError,
+     f"the view reaches {LIMIT - 1} bytes of storage, member 'arc/data/weights/weight_0' "
+     "holds 24"),
+    ("no-meta", entry(tensor_meta=_DROP), CorruptError,
+     "tensor_meta is missing for a raw (use_pickle: false) entry"),
+    ("none-meta", entry(tensor_meta=None), CorruptError,
+     "tensor_meta is missing for a raw (use_pickle: false) entry"),
+]
+
+
+@pytest.mark.parametrize("path", ["json", "slow"])
+@pytest.mark.parametrize(("meta", "cls", "detail"), [c[1:] for c in _ERRORS],
+                         ids=[c[0] for c in _ERRORS])
+def test_config_entry_errors(tmp_path, meta, cls, detail, path):
+    """Each wrong entry: the error class, its message, the structure and the offset (the
+    config's data, or the storage member's for a view past its end); the same whether the
+    entry is otherwise torch's form or lacks an optional key (``use_pickle``)."""
+    if path == "slow" and isinstance(meta, dict):
+        meta = {k: v for k, v in meta.items() if k != "use_pickle"} \
+            if meta.get("use_pickle") is False else meta
+    files = {"data/weights/weight_0": W6, "data/weights/sub/w": W6}
+    p = pt2_file(tmp_path, pt2_members(weights={"w": meta}, files=files))
+    with pytest.raises(cls) as ei:
+        wb.open(p)
+    e = ei.value
+    assert type(e) is cls
+    assert e.detail == detail
+    assert e.file == "t.pt2"
+    assert e.structure == f"{CFG} config['w']"
+    where = W0 if cls is OutOfBoundsError else CFG
+    assert e.offset == data_offset(p, where)
+
+
+def test_config_size_with_a_second_key_is_refused(tmp_path):
+    """``{"as_int": n, "x": ...}`` is not a SymInt: refused on the field-by-field path."""
+    meta = entry(tensor_meta=tm(strides=[{"as_int": 3, "x": 0}, {"as_int": 1}]))
+    meta.pop("use_pickle")
+    p = pt2_file(tmp_path, pt2_members(weights={"w": meta}, files={"data/weights/weight_0": W6}))
+    with pytest.raises(CorruptError) as ei:
+        wb.open(p)
+    assert ei.value.detail == "sizes, strides and storage_offset must be {'as_int': n} integers"
+    assert (ei.value.structure, ei.value.offset) == (f"{CFG} config['w']", data_offset(p, CFG))
+
+
+def test_config_errors_name_the_constants_folder(tmp_path):
+    p = pt2_file(tmp_path, pt2_members(constants={"c": entry(path_name="tensor_9")}))
+    with pytest.raises(CorruptError) as ei:
+        wb.open(p)
+    assert ei.value.detail == "path_name 'tensor_9' names no member of data/constants/"
+    assert ei.value.structure == f"{CCFG} config['c']"
+    assert ei.value.offset == data_offset(p, CCFG)
+
+
+def test_config_not_an_object(tmp_path):
+    for doc in (b"[]", b'{"config": []}', b'{"x": {}}', b"3"):
+        ms = pt2_members()
+        ms[3]["data"] = doc
+        p = pt2_file(tmp_path, ms)
+        with pytest.raises(CorruptError) as ei:
+            wb.open(p)
+        assert ei.value.detail == "expected an object with a 'config' object"
+        assert ei.value.structure == f"zip member {CFG!r}"
+        assert ei.value.offset == data_offset(p, CFG)
+
+
+def _open_rows(tmp_path, weights, files, constants=None, **kw):
+    p = pt2_file(tmp_path, pt2_members(weights=weights, constants=constants, files=files), **kw)
+    return p, wb.open(p)
+
+
+@pytest.mark.parametrize("optional", [False, True])
+def test_config_rows(tmp_path, optional):
+    """Raw views of one storage (torch's form, or with the optional keys left out, which
+    takes the field-by-field path): every column."""
+    w = np.arange(12, dtype=np.float32).tobytes()
+    a = entry(tensor_meta=tensor_meta(7, [3, 2], [1, 3], offset=2, requires_grad=True))
+    b = entry(is_param=False, tensor_meta=tensor_meta(7, [4]))
+    c = entry(tensor_meta=tensor_meta(6, [2, 2]), path_name="weight_1")
+    if optional:
+        for e in (a, b, c):
+            e.pop("use_pickle")
+        b.pop("is_param")
+        c["tensor_meta"].pop("requires_grad")
+    p, art = _open_rows(tmp_path, {"a": a, "b": b, "c": c},
+                        {"data/weights/weight_0": w, "data/weights/weight_1": bytes(8)})
+    with art:
+        base, base1 = data_offset(p, W0), data_offset(p, "arc/data/weights/weight_1")
+        common = {"file": str(p), "model": "model", "pickled": False, "storage": "zip"}
+        assert row(art, "a") == {**common, "dtype": "float32", "shape": (3, 2), "nbytes": 24,
+                                 "offset": base + 8, "align": 8, "fqn": "a",
+                                 "requires_grad": True, "kind": "parameter", "strides": (1, 3),
+                                 "storage_offset": 2, "contiguous": False, "member": W0,
+                                 "storage_id": 0, "shared": True}
+        assert row(art, "b") == {**common, "dtype": "float32", "shape": (4,), "nbytes": 16,
+                                 "offset": base, "align": base & -base, "fqn": "b",
+                                 "requires_grad": False,
+                                 "kind": "buffer", "strides": (1,), "storage_offset": 0,
+                                 "contiguous": True, "member": W0, "storage_id": 0,
+                                 "shared": True}
+        assert row(art, "c") == {**common, "dtype": "float16", "shape": (2, 2), "nbytes": 8,
+                                 "offset": base1, "align": base1 & -base1, "fqn": "c",
+                                 "requires_grad": False, "kind": "parameter", "strides": (2, 1),
+                                 "storage_offset": 0, "contiguous": True,
+                                 "member": "arc/data/weights/weight_1", "storage_id": 1,
+                                 "shared": False}
+        m = art.frames["members"].set_index("name")
+        assert m.loc[W0, "used_by"] == "a; b" and m.loc[W0, "model"] == "model"
+        assert m.loc["arc/data/weights/weight_1", "used_by"] == "c"
+        assert finds(art) == []
+        np.testing.assert_array_equal(art.tensor("a"), np.arange(12, dtype=np.float32)[2:8]
+                                      .reshape(2, 3).T)
+
+
+def test_config_pickled_and_custom_entries(tmp_path):
+    pk = b"\x80\x04K\x01."
+    weights = {"p": {"path_name": "model.pt2w", "is_param": False, "use_pickle": True,
+                     "tensor_meta": tensor_meta(7, [2])}}
+    constants = {"obj": {"path_name": "custom_obj_0", "use_pickle": True},
+                 "t": {"path_name": "tensor_0", "use_pickle": True,
+                       "tensor_meta": tensor_meta(5, [3], offset=1)}}
+    _p, art = _open_rows(tmp_path, weights, {"data/weights/model.pt2w": pk,
+                                            "data/constants/custom_obj_0": pk,
+                                            "data/constants/tensor_0": b"not a pickle"},
+                        constants=constants)
+    with art:
+        assert list(art.tensors["name"]) == ["p", "t"]  # the custom object has no row
+        common = {"file": None, "offset": None, "align": None, "model": "model",
+                  "pickled": True, "storage": "pickle", "shared": False, "requires_grad": False}
+        assert row(art, "p") == {**common, "dtype": "float32", "shape": (2,), "nbytes": 8,
+                                 "fqn": "p", "kind": "buffer", "strides": (1,),
+                                 "storage_offset": 0, "contiguous": True,
+                                 "member": "arc/data/weights/model.pt2w", "storage_id": 0}
+        assert row(art, "t") == {**common, "dtype": "int64", "shape": (3,), "nbytes": 24,
+                                 "fqn": "t", "kind": "constant", "strides": (1,),
+                                 "storage_offset": 1, "contiguous": True,
+                                 "member": "arc/data/constants/tensor_0", "storage_id": 1}
+        m = art.frames["members"].set_index("name")
+        for name, used in (("arc/data/weights/model.pt2w", "p"),
+                           ("arc/data/constants/custom_obj_0", "obj"),
+                           ("arc/data/constants/tensor_0", "t")):
+            assert (m.loc[name, "kind"], m.loc[name, "model"], m.loc[name, "pickled"],
+                    m.loc[name, "used_by"]) == ("pickle", "model", True, used), name
+        assert finds(art) == [("info", "zip central directory", None,
+                               "3 pickled member(s) are listed but never unpickled "
+                               "(torch.export.load would unpickle them: only load trusted "
+                               "files)")]
+
+
+@pytest.mark.parametrize("optional", [False, True])
+def test_config_empty_and_compressed_storage(tmp_path, optional):
+    comp = zlib.compressobj(9, zlib.DEFLATED, -15)
+    deflated = comp.compress(W6) + comp.flush()
+    weights = {"e": entry(tensor_meta=tensor_meta(7, [0, 3]), path_name="empty"),
+               "z": entry(path_name="zipped")}
+    if optional:
+        for e in weights.values():
+            e.pop("use_pickle")
+    files = {"data/weights/empty": b"",
+             "data/weights/zipped": {"data": deflated, "method": 8, "file_size": 24}}
+    _p, art = _open_rows(tmp_path, weights, files)
+    with art:
+        e, z = row(art, "e"), row(art, "z")
+        assert (e["storage"], e["offset"], e["nbytes"], e["shape"]) == ("zip", None, 0, (0, 3))
+        assert (z["storage"], z["offset"], z["nbytes"]) == ("compressed", None, 24)
+        assert finds(art)[0] == ("info", f"{CFG} config['e']", None,
+                                 "storage member is empty: torch.export.load makes zeros")
+        assert len([f for f in finds(art) if "empty" in f[3]]) == 1
+        with pytest.raises(wb.MissingDataError) as ei:
+            art.tensor("z")
+        assert ei.value.detail == ("tensor 'z' lives in a compressed zip member: no zero-copy "
+                                   "view exists, and the workbench never inflates members")
+
+
+def _canonical(tmp_path, weights: dict, files: dict, doc: bytes | None = None):
+    ms = pt2_members(weights=weights, files=files)
+    if doc is not None:
+        ms[3]["data"] = doc
+    p = pt2_file(tmp_path, ms)
+    src = Source(p)
+    zd = ZipDirectory(src)
+    raw = zd.read(zd.get(CFG), 1 << 20)
+    return raw, zd, pt2_config._canonical_config(raw, "arc/data/weights/", ("buffer", "parameter"),
+                                                 zd)
+
+
+def test_canonical_config_rows(tmp_path):
+    """The fast path's result for torch's exact form: one layout per distinct tail, FQNs
+    decoded (escapes too), members by index."""
+    w = np.arange(12, dtype=np.float32).tobytes()
+    weights = {"a\\\"b": entry(), "c": entry(is_param=False, tensor_meta=tensor_meta(7, [2, 3],
+                                                                                 offset=6)),
+               "d\u00e9": entry(), "e": entry(path_name="weight_1",
+                                             tensor_meta=tensor_meta(13, [3, 1, 2], [2, 7, 1],
+                                                                     requires_grad=True))}
+    raw, zd, out = _canonical(tmp_path, weights, {"data/weights/weight_0": w,
+                                                  "data/weights/weight_1": bytes(12)})
+    assert json.loads(bytes(raw))["config"].keys() == weights.keys()
+    assert out is not None
+    L = pt2_config._Layout
+    i0, i1 = zd.index[W0], zd.index["arc/data/weights/weight_1"]
+    assert out.fqns == ["a\\\"b", "c", "d\u00e9", "e"]
+    assert out.members == [i0, i0, i0, i1]
+    assert out.layout == [0, 1, 0, 2]
+    assert out.layouts == [
+        L("parameter", "float32", 24, 24, True, 0, (2, 3), (3, 1), 0, False),
+        L("buffer", "float32", 24, 48, True, 24, (2, 3), (3, 1), 6, False),
+        L("parameter", "bfloat16", 12, 12, True, 0, (3, 1, 2), (2, 7, 1), 0, True)]
+
+
+def test_canonical_config_declines(tmp_path):
+    """Anything but torch's exact form (or a view that does not fit) goes to the JSON path:
+    ``None``."""
+    files = {"data/weights/weight_0": W6}
+    good = json.dumps({"config": {"w": entry()}}).encode()
+    assert _canonical(tmp_path, {"w": entry()}, files)[2] is not None
+    for doc in (b'{"config": {}}', good.replace(b", ", b",  ", 1), good + b" ",
+                good.replace(b'{"config": {', b'{"config":{'), good.replace(b"false", b"true"),
+                good.replace(b'"w"', b'"\xff"'),
+                good.replace(b'"w"', b'"w\n"'), good.replace(b'"dtype": 7', b'"dtype": 0'),
+                good.replace(b'"weight_0"', b'"weight_9"'),
+                good.replace(b'"storage_offset": {"as_int": 0}', b'"storage_offset": {"as_int": 1}'),
+                good[:-2] + b', "w": ' + json.dumps(entry()).encode() + b"}}"):
+        assert _canonical(tmp_path, {"w": entry()}, files, doc)[2] is None, doc
+    two = json.dumps({"config": {"w": entry(), "v": entry()}}).encode()
+    assert _canonical(tmp_path, {}, files, two)[2].fqns == ["w", "v"]
+    assert _canonical(tmp_path, {}, files, two.replace(b'"v"', b'"w"'))[2] is None
+    assert _canonical(tmp_path, {}, files, good.replace(b'"w"', b'"w\\u0001"'))[2].fqns == \
+        ["w\x01"]
+    utf = good.replace(b'"w"', '"\u00e9"'.encode())
+    assert _canonical(tmp_path, {}, files, utf)[2].fqns == ["\u00e9"]
