@@ -86,8 +86,8 @@ def parse(blob: Blob) -> BlobInfo:
         blob.note("warning", "Vela stream", end, "the stream has no vela_end_stream block")
     elif at < end:
         blob.note("info", "Vela stream", at, f"{end - at} bytes after vela_end_stream")
-    header["io"] = [{"name": r["name"], "shape": r["shape"], "elem_size": r["nbytes"] // max(
-        r["numel"], 1), "offset": r.pop("io_offset"), "region": r.pop("io_region")} for r in rows]
+    header["io"] = [{"name": r["name"], "shape": r["shape"], "elem_size": r.pop("io_elem"),
+                     "offset": r.pop("io_offset"), "region": r.pop("io_region")} for r in rows]
     return blob.info(BACKEND, "Vela binary stream (blocks)", header=header,
                      subsegments=blob.cover(parts), tensors=rows_to_columns(rows, TENSOR_KINDS),
                      named_keys=tuple(keys))
@@ -115,5 +115,6 @@ def _io(blob: Blob, data: int, length: int, kind: str) -> list[dict[str, Any]]:
         out.append({"name": f"{prefix}{k}", "value": k, "dtype": dtype,
                     "backend_dtype": f"{elem}-byte", "shape": tuple(shape), "numel": numel,
                     "nbytes": numel * elem, "role": role, "quant": "none", "flags": 0,
-                    "storage": "runtime", "io_offset": offset, "io_region": region})
+                    "storage": "runtime", "io_elem": elem, "io_offset": offset,
+                    "io_region": region})
     return out

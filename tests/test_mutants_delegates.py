@@ -1,0 +1,913 @@
+"""Delegate-blob parsers pinned field by field (issue #19: mutation testing).
+
+Every parser's whole result is compared: the header dict, the layout, every sub-segment
+(name, kind, absolute offset, size), every finding, every tensor and node column, and for
+each refusal the error's class, structure, absolute offset and message. Blobs are built
+here (``struct.pack``; graph flatbuffers with the wheel's ``flatc`` and ExecuTorch's own
+schema files, so the slot numbers come from the schema, not from the reader).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import pathlib
+import struct
+import subprocess
+
+import numpy as np
+import pytest
+
+import workbench as wb
+from workbench.errors import (
+    CorruptError,
+    OutOfBoundsError,
+    TruncatedError,
+)
+from workbench.formats.delegates import (
+    Finding,
+    SubSegment,
+    inspect_blob,
+    inspect_blobs,
+)
+from workbench.formats.delegates._columns import MISSING, NODE_KINDS, TENSOR_KINDS, Coded
+
+FILE = "m.pte"
+AT = 1000  # where the blobs sit in their (pretend) file
+
+
+def look(blob: bytes, bid: str, *, whole: bool = False, named=None, method: str = "forward",
+         index: int = 0, offset: int = AT):
+    """inspect_blob on the blob alone (``whole`` False) or on a buffer holding it at
+    ``offset`` between other bytes: both views must give absolute offsets."""
+    if whole:
+        buf = b"\xee" * offset + blob + b"\xee" * 7
+        return inspect_blob(memoryview(buf), file=FILE, offset=offset, size=len(blob),
+                            backend_id=bid, method=method, index=index, named_data=named)
+    return inspect_blob(blob, file=FILE, offset=offset, backend_id=bid, method=method,
+                        index=index, named_data=named)
+
+
+def fails(blob: bytes, bid: str, cls: type, structure: str, offset: int, detail: str,
+          **kw) -> None:
+    """The blob is refused with exactly this error (structure without the delegate label,
+    offset relative to the blob)."""
+    for whole in (False, True):
+        with pytest.raises(wb.ArtifactError) as e:
+            look(blob, bid, whole=whole, **kw)
+        got = e.value
+        label = f"{kw.get('method', 'forward')} delegate {kw.get('index', 0)} ({bid})"
+        assert type(got) is cls, (type(got), got)
+        text = detail(kw.get("offset", AT) if whole else 0) if callable(detail) else detail
+        assert (got.file, got.structure, got.offset, got.detail) == (
+            FILE, f"{label}: {structure}", kw.get("offset", AT) + offset, text), got
+
+
+def seg(name: str, kind: str, offset: int, size: int) -> SubSegment:
+    """A sub-segment at ``offset`` relative to the blob."""
+    return SubSegment(name, kind, AT + offset, size)
+
+
+def pad(offset: int, size: int) -> SubSegment:
+    return SubSegment("padding", "padding", AT + offset, size)
+
+
+def column_rows(cols: dict) -> list[dict]:
+    """Per-blob columns as row dicts (Coded columns decoded; NaN as the string 'nan')."""
+    names = list(cols)
+    lists = {}
+    for k in names:
+        c = cols[k]
+        c = c.values() if isinstance(c, Coded) else c
+        lists[k] = [v.item() if isinstance(v, np.generic) else v for v in list(c)]
+    n = len(lists[names[0]]) if names else 0
+    assert all(len(v) == n for v in lists.values())
+    return [{k: ("nan" if isinstance(lists[k][i], float) and math.isnan(lists[k][i])
+                 else lists[k][i]) for k in names} for i in range(n)]
+
+
+def default_row(kinds: dict, **values) -> dict:
+    """A row of per-blob columns with every field missing but ``values``."""
+    empty = {"cat": None, "str": None, "obj": (), "float": "nan", "bool3": -1,
+             "int": MISSING, "Int": MISSING}
+    row = {k: empty[kind] for k, kind in kinds.items()}
+    assert set(values) <= set(row), set(values) - set(row)
+    row.update(values)
+    return row
+
+
+def trow(**values) -> dict:
+    return default_row(TENSOR_KINDS, **values)
+
+
+def nrow(**values) -> dict:
+    return default_row(NODE_KINDS, **values)
+
+
+def _executorch_dir() -> pathlib.Path:
+    import importlib.util
+
+    spec = importlib.util.find_spec("executorch")
+    if spec is None:
+        pytest.skip("executorch is not installed")
+    return pathlib.Path(next(iter(spec.submodule_search_locations)))
+
+
+def flatc(schema: str, doc: dict, tmp: pathlib.Path) -> bytes:
+    """A flatbuffer written by the wheel's flatc from ``doc`` with ExecuTorch's schema
+    ``schema`` (a path inside the executorch package)."""
+    ex = _executorch_dir()
+    (tmp / "doc.json").write_text(json.dumps(doc))
+    subprocess.run([str(ex / "data/bin/flatc"), "-b", "-o", str(tmp), str(ex / schema),
+                    str(tmp / "doc.json")], check=True, capture_output=True)
+    return (tmp / "doc.bin").read_bytes()
+
+
+# -- the registry: unknown blobs, ids, views ----------------------------------------------------
+
+@pytest.mark.parametrize("whole", [False, True])
+def test_unknown_blob(whole):
+    info = look(b"\x01\x02\x03\x04hello", "SecretBackend", whole=whole, method="fwd", index=2)
+    assert (info.backend, info.backend_id, info.layout, info.file, info.offset, info.size,
+            info.method, info.index) == ("unknown", "SecretBackend", "opaque", FILE, AT, 9,
+                                         "fwd", 2)
+    assert info.subsegments == [seg("payload", "delegate", 0, 9)]
+    assert info.findings == [Finding(
+        "warning", "fwd delegate 2 (SecretBackend)", AT,
+        "no parser for backend id 'SecretBackend' (first bytes 01 02 03 04 68 65 6c 6c): the "
+        "blob is shown as one opaque range")]
+    assert (info.header, info.tensors, info.nodes, info.named_keys) == ({}, None, None, ())
+    assert info.label == "fwd delegate 2 (SecretBackend)"
+    assert info.segment_rows(5) == [(AT, 9, "fwd delegate 2 (SecretBackend): payload",
+                                     "delegate", 5, "fwd delegate 2 (SecretBackend)")]
+
+
+def test_unknown_short_and_empty_blobs_and_empty_labels():
+    info = look(b"\xab\xcd", "", method="")
+    assert info.findings == [Finding("warning", "delegate 0 ()", AT,
+                                     "no parser for backend id '' (first bytes ab cd): the blob "
+                                     "is shown as one opaque range")]
+    assert info.subsegments == [seg("payload", "delegate", 0, 2)]
+    empty = look(b"", "X")
+    assert empty.subsegments == [] and empty.size == 0
+    assert empty.findings[0].message == ("no parser for backend id 'X' (first bytes ): the blob "
+                                         "is shown as one opaque range")
+
+
+def test_blob_outside_the_buffer():
+    for offset, size in ((-1, 4), (0, -1), (10, 7)):
+        with pytest.raises(wb.ArtifactError) as e:
+            inspect_blob(b"\0" * 16, file="b/x.pte", offset=offset, size=size, backend_id="Q",
+                         method="f", index=3)
+        assert type(e.value) is OutOfBoundsError
+        assert (e.value.file, e.value.structure, e.value.offset) == ("x.pte", "f delegate 3 (Q)",
+                                                                     offset)
+        assert e.value.detail == (f"delegate blob [0x{offset:x}, +0x{size:x}) lies outside "
+                                  "the buffer (size 0x10)")
+    # exactly up to the end is fine
+    assert inspect_blob(b"\0" * 16, file="x", offset=10, size=6).size == 6
+
+
+def test_buffers_of_other_formats_are_cast_to_bytes():
+    words = np.array([0x01020304, 0x05060708], np.uint32)
+    info = inspect_blob(memoryview(words), file="w.pte", offset=8, backend_id="Z")
+    assert info.size == 8 and info.findings[0].message.startswith(
+        "no parser for backend id 'Z' (first bytes 04 03 02 01 08 07 06 05)")
+    grid = memoryview(np.zeros((2, 4), np.uint8))
+    assert inspect_blob(grid, file="g.pte", offset=0, size=8).size == 8
+
+
+def test_a_blob_called_by_another_id_gets_an_info_finding():
+    blob = struct.pack("<Iqq", 0x5678ABCD, 7, 4) + b"QNN!"
+    info = look(blob, "XnnpackBackend")
+    assert info.backend == "qnn"
+    assert info.findings == [Finding("info", "forward delegate 0 (XnnpackBackend)", AT,
+                                     "the program calls this qnn blob 'XnnpackBackend' "
+                                     "(expected QnnBackend)")]
+    assert look(blob, "QnnBackend").findings == []
+    assert look(blob, "").findings == []
+    so = ("1" * 64 + "_so_blob").encode()
+    assert look(so, "Foo").findings == [Finding(
+        "info", "forward delegate 0 (Foo)", AT, "the program calls this aoti blob 'Foo' "
+        "(expected CudaBackend, MetalBackend, AotiBackend)")]
+
+
+def test_inspect_blobs_mixed_backends_and_shift():
+    qnn = struct.pack("<Iqq", 0x5678ABCD, -5, 4) + b"QNN!"
+    buf = b"\0" * 8 + qnn + b"zz" + qnn
+    infos = inspect_blobs(memoryview(buf), [(8, 24, "QnnBackend", "f", 0),
+                                            (34, 24, "Other", "g", 1), (32, 2, "Odd", "h", 2)],
+                          file=FILE)
+    assert [(i.backend, i.offset, i.size, i.method, i.index) for i in infos] == [
+        ("qnn", 8, 24, "f", 0), ("qnn", 34, 24, "g", 1), ("unknown", 32, 2, "h", 2)]
+    assert infos[0].header["signature"] == -5
+    assert infos[1].findings[0].severity == "info"
+    assert infos[2].subsegments == [SubSegment("payload", "delegate", 32, 2)]
+    with pytest.raises(OutOfBoundsError):
+        inspect_blobs(buf, [(50, 24, "QnnBackend", "f", 0)], file=FILE)
+
+
+# -- AOTInductor ----------------------------------------------------------------------------------
+
+SO = "0123456789abcdef" * 4 + "_so_blob"
+WEIGHTS = "fedcba9876543210" * 4 + "_weights_blob"
+
+
+@pytest.mark.parametrize("whole", [False, True])
+def test_aoti_reference_resolved(whole):
+    blob = f"{SO}\n{WEIGHTS}".encode()
+    named = {SO: ("m.pte", 4096, 100), WEIGHTS: (pathlib.Path("w.ptd"), np.int64(128), 64)}
+    info = look(blob, "CudaBackend", whole=whole, named=named)
+    assert (info.backend, info.layout) == (
+        "aoti", "text: named-data keys of the .so and the weights blob")
+    assert info.header == {"so_key": SO, "so_file": "m.pte", "so_offset": 4096, "so_size": 100,
+                           "weights_key": WEIGHTS, "weights_file": "w.ptd",
+                           "weights_offset": 128, "weights_size": 64}
+    assert type(info.header["weights_offset"]) is int
+    assert info.subsegments == [seg("named-data references (text)", "header", 0, len(blob))]
+    assert info.named_keys == (SO, WEIGHTS) and info.findings == []
+    assert (info.tensors, info.nodes) == (None, None)
+
+
+def test_aoti_reference_unresolved():
+    blob = SO.encode()
+    info = look(blob, "MetalBackend", named={WEIGHTS: ("m.pte", 1, 2)})
+    assert info.header == {"so_key": SO}
+    assert info.findings == [Finding("warning", "AOTI delegate reference", AT,
+                                     f"so key {SO!r} was not found in named data or attached "
+                                     "data files")]
+    both = look(f"{SO}\n{WEIGHTS}".encode(), "CudaBackend", named={})
+    assert [f.message.split(" key")[0] for f in both.findings] == ["so", "weights"]
+    assert look(blob, "CudaBackend").findings == []  # no named data given: nothing to say
+    assert look(blob, "CudaBackend").header == {"so_key": SO}
+
+
+@pytest.mark.parametrize("text", [SO.upper(), SO[1:], SO + "\n", f"{SO}\n{SO}", WEIGHTS,
+                                  f"{WEIGHTS}\n{SO}", f"x{SO}"])
+def test_aoti_detect_needs_the_exact_text(text):
+    assert look(text.encode(), "CudaBackend").backend == "unknown"
+
+
+# -- QNN ----------------------------------------------------------------------------------------
+
+CTX = struct.pack("<I", 0x5678ABCD)
+QCIR = struct.pack("<I", 0x1234ABCD)
+
+
+@pytest.mark.parametrize("whole", [False, True])
+def test_qnn_context_exact(whole):
+    blob = CTX + struct.pack("<qQ", -123456789, 6) + b"QNNCTX"
+    info = look(blob, "QnnBackend", whole=whole)
+    assert (info.backend, info.layout) == ("qnn", "context protocol header + QNN context binary")
+    assert info.header == {"magic": "0x5678abcd", "protocol": "context",
+                           "signature": -123456789, "context_binary_size": 6,
+                           "context_binary_offset": 20}
+    assert info.subsegments == [seg("header (context protocol)", "header", 0, 20),
+                                seg("QNN context binary", "delegate", 20, 6)]
+    assert info.findings == []
+
+
+def test_qnn_context_aligned_and_padded():
+    blob = CTX + struct.pack("<qQ", 1, 6) + b"\0" * 236 + b"QNNCTX" + b"\0" * 3
+    info = look(blob, "QnnBackend")
+    assert info.header["context_binary_offset"] == 256
+    assert info.subsegments == [seg("header (context protocol)", "header", 0, 20),
+                                pad(20, 236), seg("QNN context binary", "delegate", 256, 6),
+                                pad(262, 3)]
+    exact = CTX + struct.pack("<qQ", 1, 6) + b"\0" * 236 + b"QNNCTX"
+    assert look(exact, "QnnBackend").header["context_binary_offset"] == 256
+    # empty context binary
+    empty = look(CTX + struct.pack("<qQ", 0, 0), "QnnBackend")
+    assert empty.subsegments == [seg("header (context protocol)", "header", 0, 20)]
+
+
+def test_qnn_context_refusals():
+    short = CTX + struct.pack("<qQ", 1, 6)[:15]
+    fails(short, "QnnBackend", TruncatedError, "QNN context protocol header", 0,
+          "19 bytes is too short for the 20-byte header")
+    # neither 20 + binary == size nor 256 + binary <= size
+    for binary, size in ((6, 25), (6, 261), (300, 300)):
+        blob = (CTX + struct.pack("<qQ", 1, binary)).ljust(size, b"\0")
+        fails(blob, "QnnBackend", OutOfBoundsError,
+              "QNN context protocol header.context_binary_size", 12,
+              f"context binary of {binary} bytes does not fit after the header in the blob "
+              f"(size {size})")
+    # a 4-byte magic alone is a QNN blob (too short), not an unknown one
+    fails(CTX, "QnnBackend", TruncatedError, "QNN context protocol header", 0,
+          "4 bytes is too short for the 20-byte header")
+    assert look(CTX[:3], "QnnBackend").backend == "unknown"
+
+
+@pytest.mark.parametrize("whole", [False, True])
+def test_qnn_qcir_exact(whole):
+    blob = QCIR + struct.pack("<IQ", 8, 5) + b"F" * 8 + b"T" * 5
+    info = look(blob, "QnnBackend", whole=whole)
+    assert (info.backend, info.layout) == (
+        "qnn", "QCIR protocol header + QCIR flatbuffer + tensor data")
+    assert info.header == {"magic": "0x1234abcd", "protocol": "qcir", "qcir_fbs_size": 8,
+                           "tensor_size": 5}
+    assert info.subsegments == [seg("header (QCIR protocol)", "header", 0, 16),
+                                seg("QCIR flatbuffer", "flatbuffer", 16, 8),
+                                seg("tensor data", "constant", 24, 5)]
+    spare = look(QCIR + struct.pack("<IQ", 0, 2) + b"TT" + b"\0\0", "QnnBackend")
+    assert spare.subsegments == [seg("header (QCIR protocol)", "header", 0, 16),
+                                 seg("tensor data", "constant", 16, 2), pad(18, 2)]
+
+
+def test_qnn_qcir_refusals():
+    fails(QCIR + b"\0" * 11, "QnnBackend", TruncatedError, "QNN QCIR protocol header", 0,
+          "15 bytes is too short for the 16-byte header")
+    fails(QCIR, "QnnBackend", TruncatedError, "QNN QCIR protocol header", 0,
+          "4 bytes is too short for the 16-byte header")
+    blob = QCIR + struct.pack("<IQ", 8, 6) + b"F" * 8 + b"T" * 5
+    fails(blob, "QnnBackend", OutOfBoundsError, "QNN QCIR protocol header.qcir_fbs_size", 4,
+          "QCIR flatbuffer (8 bytes) and tensor data (6 bytes) do not fit in the blob (size 29)")
+
+
+# -- OpenVINO -----------------------------------------------------------------------------------
+
+def _ov(fields, body: bytes) -> bytes:
+    return struct.pack("<6Q", *fields) + body
+
+
+@pytest.mark.parametrize("whole", [False, True])
+def test_openvino_exact(whole):
+    blob = _ov((48, 6, 56, 8, 64, 4), b"  <x/>" + b"\0\0" + b"W" * 8 + b"<m/>" + b"\0")
+    info = look(blob, "OpenvinoBackend", whole=whole)
+    assert (info.backend, info.layout) == (
+        "openvino", "StreamSerialize DataHeader + custom data + constants + model")
+    assert info.header == {"custom_data_offset": 48, "custom_data_size": 6, "consts_offset": 56,
+                           "consts_size": 8, "model_offset": 64, "model_size": 4,
+                           "custom_data_is_xml": True}
+    assert info.subsegments == [seg("DataHeader", "header", 0, 48),
+                                seg("custom data (XML)", "header", 48, 6), pad(54, 2),
+                                seg("constants", "constant", 56, 8),
+                                seg("model (XML)", "delegate", 64, 4), pad(68, 1)]
+    assert info.findings == []
+
+
+def test_openvino_custom_data_is_xml_looks_at_64_bytes():
+    def xml(custom: bytes) -> bool:
+        blob = _ov((48, len(custom), 48 + len(custom), 0, 48 + len(custom), 0), custom)
+        return look(blob, "OpenvinoBackend").header["custom_data_is_xml"]
+
+    assert xml(b" " * 63 + b"<") is True
+    assert xml(b" " * 64 + b"<") is False
+    assert xml(b"abc<") is False
+    assert xml(b"") is False
+    # a custom-data range of size 0 reads nothing past it
+    blob = _ov((48, 0, 48, 2, 50, 0), b"<<")
+    assert look(blob, "OpenvinoBackend").header["custom_data_is_xml"] is False
+
+
+def test_openvino_detect_needs_ranges_inside_the_blob_and_the_id():
+    body = b"<x/>" + b"W" * 8 + b"<m/>"
+    good = (48, 4, 52, 8, 60, 4)
+    assert look(_ov(good, body), "OpenvinoBackend").backend == "openvino"
+    assert look(_ov(good, body), "Other").backend == "unknown"
+    assert look(_ov(good, body)[:47], "OpenvinoBackend").backend == "unknown"
+    for k, bad in enumerate(((47, 4, 52, 8, 60, 4),   # custom data overlaps the header
+                             (48, 4, 47, 1, 60, 4),   # constants start inside the header
+                             (48, 4, 52, 8, 60, 5),   # model runs past the end
+                             (48, 4, 52, 13, 60, 4),  # constants run past the end
+                             (48, 17, 52, 8, 60, 4),
+                             (0, 0, 52, 8, 60, 4))):
+        assert look(_ov(bad, body), "OpenvinoBackend").backend == "unknown", k
+    # ranges ending exactly at the end and empty ranges at the header's end are fine
+    assert look(_ov((48, 16, 64, 0, 64, 0), body), "OpenvinoBackend").backend == "openvino"
+
+
+def test_openvino_overlapping_ranges_are_corrupt():
+    blob = _ov((48, 8, 52, 8, 60, 4), b"<x/>" + b"W" * 8 + b"<m/>")
+    fails(blob, "OpenvinoBackend", CorruptError, "constants", 52,
+          f"constants [0x{AT + 52:x}, +0x8) overlaps the range before it (ends at "
+          f"0x{AT + 56:x})")
+
+
+# -- VGF ----------------------------------------------------------------------------------------
+
+def _vgf(sections, body: bytes, magic: bytes = b"VGF1", vk: int = 216,
+         version=(0, 4, 3)) -> bytes:
+    head = magic + struct.pack("<HH3BxI", vk, 7, *version, 9)
+    head += b"".join(struct.pack("<QQ", o, s) for o, s in sections) + b"\x55" * 48
+    assert len(head) == 128
+    return head + body
+
+
+VGF_BODY = b"M" * 40 + b"S" * 8 + b"R" * 24 + b"\0" * 8 + b"C" * 64
+
+
+@pytest.mark.parametrize("whole", [False, True])
+def test_vgf_exact(whole):
+    blob = _vgf([(128, 40), (168, 8), (176, 24), (208, 64)], VGF_BODY + b"\0" * 3)
+    info = look(blob, "VgfBackend", whole=whole)
+    assert (info.backend, info.layout) == (
+        "vgf", "VGF header + module / sequence / resource / constant sections")
+    assert info.header == {"magic": "VGF1", "vk_header_version": 216, "version": "0.4.3",
+                           "module_offset": 128, "module_size": 40,
+                           "model_sequence_offset": 168, "model_sequence_size": 8,
+                           "model_resource_offset": 176, "model_resource_size": 24,
+                           "constant_offset": 208, "constant_size": 64}
+    assert info.subsegments == [seg("header (VGF)", "header", 0, 128),
+                                seg("module section", "delegate", 128, 40),
+                                seg("model sequence section", "header", 168, 8),
+                                seg("model resource section", "header", 176, 24), pad(200, 8),
+                                seg("constant section", "constant", 208, 64), pad(272, 3)]
+    assert info.findings == [] and info.tensors is None
+
+
+def test_vgf_old_magic_empty_sections_and_exact_end():
+    blob = _vgf([(0, 0), (128, 8), (0, 0), (136, 4)], b"S" * 8 + b"C" * 4,
+                magic=struct.pack("<I", 0xF0E1D2C3), vk=1, version=(12, 0, 255))
+    info = look(blob, "VgfBackend")
+    assert info.header["magic"] == "0xF0E1D2C3" and info.header["version"] == "12.0.255"
+    assert info.header["vk_header_version"] == 1
+    assert (info.header["module_offset"], info.header["module_size"]) == (0, 0)
+    assert info.subsegments == [seg("header (VGF)", "header", 0, 128),
+                                seg("model sequence section", "header", 128, 8),
+                                seg("constant section", "constant", 136, 4)]
+
+
+def test_vgf_refusals():
+    fails(_vgf([(128, 0)] * 4, b"")[:127], "VgfBackend", TruncatedError, "VGF header", 0,
+          "127 bytes is too short for the 128-byte VGF header")
+    for k, (key, at) in enumerate((("module", 16), ("model_sequence", 32),
+                                   ("model_resource", 48), ("constant", 64))):
+        name = key.replace("_", " ") + " section"
+        for off, size in ((127, 1), (140, 13), (0, 1)):
+            sections = [(128, 0)] * 4
+            sections[k] = (off, size)
+            fails(_vgf(sections, b"x" * 12), "VgfBackend", OutOfBoundsError,
+                  f"VGF header.{key}", at,
+                  f"{name} [0x{off:x}, +0x{size:x}) lies outside the file after the header "
+                  "(size 0x8c)")
+
+
+# -- a tiny flatbuffer walker (to find table positions in the blobs built here) -----------------
+
+def fb_root(buf: bytes, base: int = 0) -> int:
+    return base + struct.unpack_from("<I", buf, base)[0]
+
+
+def fb_field(buf: bytes, tpos: int, slot: int) -> int:
+    """Absolute position of field ``slot`` of the table at ``tpos`` (0: absent)."""
+    vt = tpos - struct.unpack_from("<i", buf, tpos)[0]
+    if 4 + 2 * slot >= struct.unpack_from("<H", buf, vt)[0]:
+        return 0
+    off = struct.unpack_from("<H", buf, vt + 4 + 2 * slot)[0]
+    return tpos + off if off else 0
+
+
+def fb_ref(buf: bytes, tpos: int, slot: int) -> int:
+    p = fb_field(buf, tpos, slot)
+    assert p, slot
+    return p + struct.unpack_from("<I", buf, p)[0]
+
+
+def fb_tables(buf: bytes, tpos: int, slot: int) -> list[int]:
+    vec = fb_ref(buf, tpos, slot)
+    n = struct.unpack_from("<I", buf, vec)[0]
+    return [vec + 4 + 4 * k + struct.unpack_from("<I", buf, vec + 4 + 4 * k)[0]
+            for k in range(n)]
+
+
+def patched(buf: bytes, at: int, fmt: str, value) -> bytes:
+    b = bytearray(buf)
+    struct.pack_into(fmt, b, at, value)
+    return bytes(b)
+
+
+# -- MLX ------------------------------------------------------------------------------------------
+
+MLX_SCHEMA = "backends/mlx/serialization/schema.fbs"
+MLX_DOC = {"version": "1", "num_constant_tensors": 3, "num_input_tensors": 1,
+           "num_output_tensors": 2, "num_mutable_buffer_tensors": 4, "num_temp_tensors": 5,
+           "num_values": 7, "instruction_chains": [{"instructions": []}, {"instructions": []}]}
+
+
+def _mlx(fb: bytes, data: bytes = b"", ds=None) -> bytes:
+    body = fb + b"\0" * (-(24 + len(fb)) % 16)
+    if ds is None:
+        ds = (24 + len(body), len(data)) if data else (0, 0)
+    return b"\0\0\0\0MLX0" + struct.pack("<QQ", *ds) + body + data
+
+
+def _mlx_header(**kw) -> dict:
+    h = {"magic": "MLX0", "data_segment_offset": 0, "data_segment_size": 0, "version": "1",
+         "num_constant_tensors": 3, "num_input_tensors": 1, "num_output_tensors": 2,
+         "num_mutable_buffer_tensors": 4, "num_temp_tensors": 5, "num_values": 7,
+         "instruction_chains": 2}
+    h.update(kw)
+    return h
+
+
+@pytest.mark.parametrize("whole", [False, True])
+def test_mlx_without_data_segment(whole, tmp_path):
+    blob = _mlx(flatc(MLX_SCHEMA, MLX_DOC, tmp_path))
+    info = look(blob, "MLXBackend", whole=whole)
+    assert (info.backend, info.layout) == ("mlx", "MLX0 header + MLXGraph flatbuffer + data "
+                                                  "segment")
+    assert info.header == _mlx_header()
+    assert info.subsegments == [seg("header (MLX0)", "header", 0, 24),
+                                seg("MLXGraph flatbuffer (+ padding)", "flatbuffer", 24,
+                                    len(blob) - 24)]
+    assert (info.findings, info.tensors, info.nodes) == ([], None, None)
+
+
+def test_mlx_with_data_segment(tmp_path):
+    fb = flatc(MLX_SCHEMA, MLX_DOC, tmp_path)
+    blob = _mlx(fb, b"w" * 32)
+    ds = len(blob) - 32
+    info = look(blob, "MLXBackend")
+    assert info.header == _mlx_header(data_segment_offset=ds, data_segment_size=32)
+    assert info.subsegments == [seg("header (MLX0)", "header", 0, 24),
+                                seg("MLXGraph flatbuffer (+ padding)", "flatbuffer", 24, ds - 24),
+                                seg("data segment", "constant", ds, 32)]
+    # an offset with size 0: the flatbuffer ends there, the rest is padding
+    blob = _mlx(fb, b"\0" * 16, ds=(ds, 0))
+    assert look(blob, "MLXBackend").subsegments == [
+        seg("header (MLX0)", "header", 0, 24),
+        seg("MLXGraph flatbuffer (+ padding)", "flatbuffer", 24, ds - 24), pad(ds, 16)]
+
+
+def test_mlx_absent_fields(tmp_path):
+    doc = {"instruction_chains": []}
+    info = look(_mlx(flatc(MLX_SCHEMA, doc, tmp_path)), "MLXBackend")
+    assert info.header == _mlx_header(version="", num_constant_tensors=0, num_input_tensors=0,
+                                      num_output_tensors=0, num_mutable_buffer_tensors=0,
+                                      num_temp_tensors=0, num_values=0, instruction_chains=0)
+
+
+def test_mlx_refusals(tmp_path):
+    fb = flatc(MLX_SCHEMA, MLX_DOC, tmp_path)
+    what = "MLX header (MLX0)"
+    fails(_mlx(fb)[:31], "MLXBackend", TruncatedError, what, 0,
+          "31 bytes is too short for the MLX header and a flatbuffer")
+    blob = _mlx(fb, b"w" * 32)
+    size = len(blob)
+    ds = size - 32
+    for off, n in ((0, 1), (31, 0), (31, size - 31), (ds, 33), (size + 1, 0)):
+        fails(_mlx(fb, b"w" * 32, ds=(off, n)), "MLXBackend", OutOfBoundsError,
+              f"{what}.data_segment_offset", 8,
+              f"data segment [0x{off:x}, +0x{n:x}) does not fit after the header in the blob "
+              f"(size 0x{size:x})")
+    # 32 bytes pass the header checks; the 8-byte flatbuffer is then read (and refused)
+    with pytest.raises(wb.ArtifactError) as e:
+        look(_mlx(b"\0" * 8), "MLXBackend")
+    assert not e.value.structure.endswith((what, "data_segment_offset"))
+    with pytest.raises(wb.ArtifactError) as e:
+        look(_mlx(fb, b"w" * 32, ds=(32, size - 32)), "MLXBackend")
+    assert e.value.structure.startswith("forward delegate 0 (MLXBackend): MLXGraph")
+
+
+def test_mlx_flatbuffer_errors_name_the_field(tmp_path):
+    fb = flatc(MLX_SCHEMA, MLX_DOC, tmp_path)
+    root = fb_root(fb)
+    chains = fb_ref(fb, root, 7)
+    bad = _mlx(patched(fb, chains, "<I", 1 << 28))
+    fb_end = len(bad)
+    fails(bad, "MLXBackend", TruncatedError, "MLXGraph.instruction_chains", 24 + chains,
+          lambda w: f"vector of {1 << 28} x 4-byte elements runs past the end of the MLXGraph "
+          f"flatbuffer (0x{w + fb_end:x})")
+    version = fb_ref(fb, root, 0)
+    bad = _mlx(patched(fb, version + 5, "<B", 0x41))  # the NUL after "1"
+    fails(bad, "MLXBackend", CorruptError, "MLXGraph.version", 24 + version,
+          "string is not NUL-terminated")
+
+
+# -- MPS (no schema in the wheel: the layout of backends/apple/mps/serialization/schema.fbs) ------
+
+def _mps_graph(values, *, inputs=(), outputs=(), nodes=(), version="2", graph_type=3,
+               ident=True) -> bytes:
+    """An MPSGraph flatbuffer; ``values``: (datatype, dims, constant_buffer_size, inline bytes
+    or None, segment_offset or None)."""
+    import flatbuffers
+
+    b = flatbuffers.Builder(0)
+    tables = []
+    for code, dims, size, inline, seg_off in values:
+        vec = b.CreateNumpyVector(np.array(dims, np.int32))
+        buf = None
+        if inline is not None:
+            data = b.CreateNumpyVector(np.frombuffer(inline, np.uint8))
+            b.StartObject(1)
+            b.PrependUOffsetTRelativeSlot(0, data, 0)
+            buf = b.EndObject()
+        b.StartObject(6)
+        b.PrependInt16Slot(0, code, 0)
+        b.PrependInt32Slot(1, len(dims), 0)
+        b.PrependUOffsetTRelativeSlot(2, vec, 0)
+        b.PrependUint64Slot(3, size, 0)
+        if buf is not None:
+            b.PrependUOffsetTRelativeSlot(4, buf, 0)
+        if seg_off is not None:
+            b.PrependUint64Slot(5, seg_off, 1 << 63)
+        tables.append(b.EndObject())
+    node_tables = []
+    for union_type in nodes:
+        b.StartObject(0)
+        member = b.EndObject()
+        b.StartObject(2)
+        b.PrependUint8Slot(0, union_type, 0)
+        b.PrependUOffsetTRelativeSlot(1, member, 0)
+        node_tables.append(b.EndObject())
+
+    def table_vector(items):
+        b.StartVector(4, len(items), 4)
+        for t in reversed(items):
+            b.PrependUOffsetTRelative(t)
+        return b.EndVector()
+
+    vals = table_vector(tables)
+    nvec = table_vector(node_tables)
+    ins = b.CreateNumpyVector(np.array(inputs, np.int32))
+    outs = b.CreateNumpyVector(np.array(outputs, np.int32))
+    ver = b.CreateString(version) if version is not None else None
+    b.StartObject(8)
+    if ver is not None:
+        b.PrependUOffsetTRelativeSlot(0, ver, 0)
+    b.PrependUOffsetTRelativeSlot(1, nvec, 0)
+    b.PrependUOffsetTRelativeSlot(2, vals, 0)
+    b.PrependUOffsetTRelativeSlot(3, ins, 0)
+    b.PrependUOffsetTRelativeSlot(4, outs, 0)
+    b.PrependInt16Slot(6, graph_type, 0)
+    b.Finish(b.EndObject(), file_identifier=b"MP00" if ident else None)
+    return bytes(b.Output())
+
+
+def _mps_headed(fb: bytes, consts: bytes, cd=None) -> bytes:
+    body = fb + b"\0" * (-(24 + len(fb)) % 16)
+    if cd is None:
+        cd = (24 + len(body), len(consts))
+    return b"\0\0\0\0MP00" + struct.pack("<QQ", *cd) + body + consts
+
+
+MPS_CONSTS = np.arange(6, dtype=np.float32).tobytes() + bytes(range(8))
+MPS_VALUES = [(2, [2, 3], 24, None, 0),       # float32 constant in the segment
+              (1, [4], 0, None, None),        # float16 input
+              (7, [], 0, None, None),         # int64 scalar output
+              (4, [2, 0], 0, None, None),     # int8 internal, no elements
+              (9, [8], 8, None, 24),          # bool constant in the segment, at 24
+              (3, [1, 2], 4, b"\1\2\3\4", None)]  # bfloat16 inline constant
+
+
+def _mps_rows(prefix: str, shift: int, cd_start: int, inline_at: int) -> list[dict]:
+    def row(i, dtype, shape, numel, nbytes, role, **kw):
+        return trow(name=f"{prefix}{i}", value=i, dtype=dtype, backend_dtype=dtype, shape=shape,
+                    numel=numel, nbytes=nbytes, quant="none", flags=0,
+                    storage=kw.pop("storage", "runtime"), role=role, **kw)
+
+    return [row(0, "float32", (2, 3), 6, 24, "constant", storage="blob", file=FILE,
+                offset=shift + cd_start, data_size=24, missing=0),
+            row(1, "float16", (4,), 4, 8, "input"),
+            row(2, "int64", (), 1, 8, "output"),
+            row(3, "int8", (2, 0), 0, 0, "internal"),
+            row(4, "bool", (8,), 8, 8, "constant", storage="blob", file=FILE,
+                offset=shift + cd_start + 24, data_size=8, missing=0),
+            row(5, "bfloat16", (1, 2), 2, 4, "constant", storage="inline", file=FILE,
+                offset=shift + inline_at, data_size=4, missing=0)]
+
+
+@pytest.mark.parametrize("whole", [False, True])
+def test_mps_headed_exact(whole):
+    fb = _mps_graph(MPS_VALUES, inputs=[1], outputs=[2, 0, 1], nodes=[5, 0, 17])
+    blob = _mps_headed(fb, MPS_CONSTS)
+    cd = len(blob) - len(MPS_CONSTS)
+    info = look(blob, "MPSBackend", whole=whole, method="fwd", index=3)
+    assert (info.backend, info.layout) == ("mps", "MP00 header + MPSGraph flatbuffer + "
+                                                  "constant data")
+    assert info.header == {"magic": "MP00", "constant_data_offset": cd,
+                           "constant_data_size": len(MPS_CONSTS), "identifier": "MP00",
+                           "version": "2", "values": 6, "nodes": 3, "graph_type": 3}
+    assert info.subsegments == [seg("header (MP00)", "header", 0, 24),
+                                seg("MPSGraph flatbuffer (+ padding)", "flatbuffer", 24, cd - 24),
+                                seg("constant data", "constant", cd, len(MPS_CONSTS))]
+    inline_at = 24 + blob[24:].index(b"\1\2\3\4")
+    assert column_rows(info.tensors) == _mps_rows("fwd/delegate3/", AT, cd, inline_at)
+    assert column_rows(info.nodes) == [
+        nrow(node=0, op="MPSNodeUnion[5]", flags=0), nrow(node=1, op="MPSNodeUnion[0]", flags=0),
+        nrow(node=2, op="MPSNodeUnion[17]", flags=0)]
+    assert info.findings == []
+    assert blob[cd + 24:cd + 32] == bytes(range(8))
+
+
+def test_mps_bare_flatbuffer():
+    values = [(2, [2], 8, b"\0" * 8, None), (6, [3], 0, None, None)]
+    fb = _mps_graph(values, outputs=[1], version=None, graph_type=0)
+    assert fb[:4] != b"\0\0\0\0" and fb[4:8] == b"MP00"
+    info = look(fb, "MPSBackend")
+    assert info.layout == "MPSGraph flatbuffer (no header)"
+    assert info.header == {"identifier": "MP00", "version": "", "values": 2, "nodes": 0,
+                           "graph_type": 0}
+    assert info.subsegments == [seg("MPSGraph flatbuffer (MP00)", "flatbuffer", 0, len(fb))]
+    at = fb_ref(fb, fb_ref(fb, _mps_value_pos(fb, 0, 0), 4), 0) + 4
+    rows = column_rows(info.tensors)
+    assert [r["storage"] for r in rows] == ["inline", "runtime"]
+    assert [r["role"] for r in rows] == ["constant", "output"]
+    assert rows[0]["offset"] == AT + at and rows[0]["data_size"] == 8
+    assert rows[1] == trow(name="forward/delegate0/1", value=1, dtype="int32",
+                           backend_dtype="int32", shape=(3,), numel=3, nbytes=12, quant="none",
+                           flags=0, storage="runtime", role="output")
+    assert column_rows(info.nodes) == []
+
+
+def test_mps_constant_buffer_without_bytes_falls_back_to_the_segment():
+    fb = _mps_graph([(8, [4], 4, b"", 2)])
+    blob = _mps_headed(fb, b"abcdefgh")
+    cd = len(blob) - 8
+    (row,) = column_rows(look(blob, "MPSBackend").tensors)
+    assert (row["storage"], row["offset"], row["data_size"], row["dtype"]) == (
+        "blob", AT + cd + 2, 4, "uint8")
+
+
+def _mps_value_pos(blob: bytes, fb_at: int, k: int) -> int:
+    return fb_at + fb_tables(blob[fb_at:], fb_root(blob[fb_at:]), 2)[k]
+
+
+def test_mps_refusals():
+    fb = _mps_graph(MPS_VALUES, inputs=[1])
+    blob = _mps_headed(fb, MPS_CONSTS)
+    size = len(blob)
+    cd = size - len(MPS_CONSTS)
+    what = "MPS header (MP00)"
+    fails(blob[:31], "MPSBackend", TruncatedError, what, 0,
+          "31 bytes is too short for the MPS header and a flatbuffer")
+    for off, n in ((31, 0), (0, 0), (cd, len(MPS_CONSTS) + 1), (size + 1, 0)):
+        fails(_mps_headed(fb, MPS_CONSTS, cd=(off, n)), "MPSBackend", OutOfBoundsError,
+              f"{what}.constant_data_offset", 8,
+              f"constant data [0x{off:x}, +0x{n:x}) does not fit after the header in the blob "
+              f"(size 0x{size:x})")
+    # segment offsets past the constant data
+    for seg_off in (9, 1 << 40):
+        bad = _mps_headed(_mps_graph([(2, [2], 8, None, None), (2, [2, 3], 24, None, seg_off)]),
+                          MPS_CONSTS)
+        fails(bad, "MPSBackend", OutOfBoundsError, "MPSGraph.mps_values[1].segment_offset",
+              _mps_value_pos(bad, 24, 1),
+              f"constant [0x{seg_off:x}, +0x18) runs past the constant data (size 0x20)")
+    # an absent segment_offset is 0; a bare flatbuffer has no constant data at all
+    ok = _mps_headed(_mps_graph([(2, [2, 4], 32, None, None)]), MPS_CONSTS)
+    assert column_rows(look(ok, "MPSBackend").tensors)[0]["data_size"] == 32
+    bare = _mps_graph([(2, [1], 4, None, 0)])
+    fails(bare, "MPSBackend", OutOfBoundsError, "MPSGraph.mps_values[0].segment_offset",
+          _mps_value_pos(bare, 0, 0), "constant [0x0, +0x4) runs past the constant data "
+          "(size 0x0)")
+    for code in (0, 12, -1):
+        bad = _mps_graph([(2, [1], 0, None, None), (code, [1], 0, None, None)])
+        fails(bad, "MPSBackend", CorruptError, "MPSGraph.mps_values[1].datatype",
+              _mps_value_pos(bad, 0, 1), f"datatype {code} is unknown")
+    for dims in ([2, -1], [1 << 30, 1 << 29], [-3]):
+        bad = _mps_graph([(2, dims, 0, None, None)])
+        fails(bad, "MPSBackend", CorruptError, "MPSGraph.mps_values[0].dims",
+              _mps_value_pos(bad, 0, 0), f"dims {dims} are invalid")
+    ok = _mps_graph([(11, [1 << 29, (1 << 30) - 1], 0, None, None)])
+    assert column_rows(look(ok, "MPSBackend").tensors)[0]["nbytes"] == 8 * ((1 << 59) - (1 << 29))
+    many = _mps_graph([(2, [1] * 9 + [-1], 0, None, None)])
+    fails(many, "MPSBackend", CorruptError, "MPSGraph.mps_values[0].dims",
+          _mps_value_pos(many, 0, 0), f"dims {[1] * 8} are invalid")
+
+
+# -- Arm Ethos-U: Vela binary streams --------------------------------------------------------------
+
+def _vela(blocks) -> tuple[bytes, list[SubSegment]]:
+    """A Vela stream from ``(name, data[, external[, length]])`` blocks, and the sub-segments
+    it should get (blob-relative offsets through :func:`seg`)."""
+    out, parts = b"", []
+    for block in blocks:
+        name, data, external, length = (*block, 0, None)[:4] if len(block) == 2 else (
+            (*block, None)[:4] if len(block) == 3 else block)
+        length = len(data) if length is None else length
+        label = name.decode("ascii", "replace")
+        parts.append(seg(f"block header {label!r}", "header", len(out), 32))
+        out += struct.pack("<16sIB11s", name, length, external, b"\x77" * 11)
+        if external == 1:
+            parts.append(seg(f"{label} (named-data key)", "header", len(out), length))
+        elif length:
+            kind = {"cmd_data": "delegate", "weight_data": "constant"}.get(label, "delegate")
+            parts.append(seg(label, kind, len(out), length))
+        gap = -len(data) % 16
+        if gap and length:
+            parts.append(pad(len(out) + len(data), gap))
+        out += data + b"\0" * gap
+    return out, parts
+
+
+def _io(*tensors) -> bytes:
+    return struct.pack("<i", len(tensors)) + b"".join(struct.pack("<9i", *t) for t in tensors)
+
+
+BEGIN = (b"vela_bin_stream", b"")
+END = (b"vela_end_stream", b"")
+
+
+def _io_row(kind: str, k: int, shape, elem: int, dtype: str, prefix="forward/delegate0/"):
+    numel = math.prod(shape)
+    return trow(name=f"{prefix}{kind}{k}", value=k, dtype=dtype, backend_dtype=f"{elem}-byte",
+                shape=tuple(shape), numel=numel, nbytes=numel * elem,
+                role="input" if kind == "inputs" else "output", quant="none", flags=0,
+                storage="runtime")
+
+
+@pytest.mark.parametrize("whole", [False, True])
+def test_ethosu_stream_exact(whole):
+    blob, parts = _vela([BEGIN, (b"cmd_data", b"COP1" + b"c" * 16),
+                         (b"weight_data", b"wwwww"), (b"scratch_size", struct.pack("<I", 99)),
+                         (b"inputs", _io((1, 1, 2, 3, 4, 5, 1, 32, 1))),
+                         (b"outputs", _io((1, 1, 1, 1, 2, 2, 2, 7, 2),
+                                          (1, 1, 1, 1, 1, 3, 4, -8, 3),
+                                          (1, 1, 1, 1, 0, 3, 3, 0, 0))),
+                         (b"meta", b"xyz"), END])
+    info = look(blob, "EthosUBackend", whole=whole, method="m", index=1)
+    assert (info.backend, info.layout) == ("ethos-u", "Vela binary stream (blocks)")
+    assert info.header == {
+        "blocks": ["vela_bin_stream", "cmd_data", "weight_data", "scratch_size", "inputs",
+                   "outputs", "meta", "vela_end_stream"],
+        "scratch_size": 99,
+        "io": [{"name": "m/delegate1/inputs0", "shape": (1, 1, 2, 3, 4, 5), "elem_size": 1,
+                "offset": 32, "region": 1},
+               {"name": "m/delegate1/outputs0", "shape": (1, 1, 1, 1, 2, 2), "elem_size": 2,
+                "offset": 7, "region": 2},
+               {"name": "m/delegate1/outputs1", "shape": (1, 1, 1, 1, 1, 3), "elem_size": 4,
+                "offset": -8, "region": 3},
+               {"name": "m/delegate1/outputs2", "shape": (1, 1, 1, 1, 0, 3), "elem_size": 3,
+                "offset": 0, "region": 0}]}
+    assert info.subsegments == parts
+    p = "m/delegate1/"
+    assert column_rows(info.tensors) == [
+        _io_row("inputs", 0, (1, 1, 2, 3, 4, 5), 1, "int8", p),
+        _io_row("outputs", 0, (1, 1, 1, 1, 2, 2), 2, "int16", p),
+        _io_row("outputs", 1, (1, 1, 1, 1, 1, 3), 4, "int32", p),
+        _io_row("outputs", 2, (1, 1, 1, 1, 0, 3), 3, "3-byte", p)]
+    assert (info.findings, info.named_keys, info.nodes) == ([], (), None)
+
+
+def test_ethosu_external_blocks():
+    key, other = "ab" * 32, "cd" * 32
+    blocks = [BEGIN, (b"weight_data", key.encode(), 1), (b"inputs", other.encode(), 1),
+              (b"scratch_size", b"\1\0\0", 0), END]
+    blob, parts = _vela(blocks)
+    info = look(blob, "EthosUBackend", named={key: ("m.ptd", 64, 7)})
+    assert info.subsegments == parts
+    assert info.named_keys == (key, other)
+    assert info.header == {"blocks": ["vela_bin_stream", "weight_data", "inputs",
+                                      "scratch_size", "vela_end_stream"], "io": []}
+    assert column_rows(info.tensors) == []
+    inputs_data = 32 * 3 + 64
+    assert info.findings == [Finding("warning", "Vela block 'inputs'", AT + inputs_data,
+                                     f"external payload key {other!r} was not found in named "
+                                     "data")]
+    assert look(blob, "EthosUBackend").findings == []  # no named data: nothing to say
+    assert len(look(blob, "EthosUBackend", named={}).findings) == 2
+
+
+def test_ethosu_stream_ends():
+    blob, parts = _vela([BEGIN, (b"cmd_data", b"c" * 16)])
+    info = look(blob, "EthosUBackend")
+    assert info.subsegments == parts
+    assert info.findings == [Finding("warning", "Vela stream", AT + len(blob),
+                                     "the stream has no vela_end_stream block")]
+    blob, parts = _vela([BEGIN, END, (b"cmd_data", b"c" * 16)])
+    info = look(blob, "EthosUBackend")
+    assert info.header["blocks"] == ["vela_bin_stream", "vela_end_stream"]
+    assert info.subsegments == [*parts[:2], pad(64, 48)]
+    assert info.findings == [Finding("info", "Vela stream", AT + 64,
+                                     "48 bytes after vela_end_stream")]
+    blob, _ = _vela([BEGIN, END])
+    assert look(blob + b"\0" * 40, "EthosUBackend").findings[0].message == (
+        "40 bytes after vela_end_stream")
+    assert look(blob, "EthosUBackend").findings == []
+    # a name of 16 bytes has no NUL: it is still the whole name
+    blob, parts = _vela([BEGIN, (b"0123456789abcdef", b"zz"), END])
+    info = look(blob, "EthosUBackend")
+    assert info.header["blocks"][1] == "0123456789abcdef" and info.subsegments == parts
+
+
+def test_ethosu_refusals():
+    head, _ = _vela([BEGIN])
+    blob = head + b"\0" * 31
+    fails(blob, "EthosUBackend", TruncatedError, "Vela block at +0x20", 32,
+          "31 bytes left, a block header needs 32")
+    blob = head + struct.pack("<16sIB11s", b"cmd_data", 17, 0, b"") + b"c" * 31
+    fails(blob, "EthosUBackend", TruncatedError, "Vela block 'cmd_data'", 64,
+          f"32 bytes run past the end of the delegate blob (0x{AT + len(blob):x})")
+    # the padded length must fit, not only the length
+    blob = head + struct.pack("<16sIB11s", b"cmd_data", 1, 0, b"") + b"c" * 15
+    fails(blob, "EthosUBackend", TruncatedError, "Vela block 'cmd_data'", 64,
+          f"16 bytes run past the end of the delegate blob (0x{AT + len(blob):x})")
+    for data, cls, detail in (
+            (b"\1\0\0", TruncatedError, "3 bytes cannot hold the tensor count"),
+            (struct.pack("<i", -1), CorruptError, "-1 tensors of 36 bytes do not fit in 4 bytes"),
+            (_io((1,) * 9)[:39], CorruptError, "1 tensors of 36 bytes do not fit in 39 bytes"),
+            (_io((1,) * 9, (1,) * 9)[:-1], CorruptError,
+             "2 tensors of 36 bytes do not fit in 75 bytes")):
+        blob, _ = _vela([BEGIN, (b"outputs", data), END])
+        fails(blob, "EthosUBackend", cls, "Vela block 'outputs'", 64, detail)
+    for t in ((1, 1, 1, 1, -1, 1, 1, 0, 0), (1, 1, 1, 1, 1, 1, 0, 0, 0),
+              (1, 1, 1, 1, 1, 1, -2, 0, 0), (1, 1, 1 << 20, 1 << 20, 1 << 20, 1, 1 << 2, 0, 0)):
+        blob, _ = _vela([BEGIN, (b"inputs", _io((1,) * 9, t)), END])
+        fails(blob, "EthosUBackend", CorruptError, "Vela block 'inputs'", 64 + 4 + 36,
+              f"inputs[1] has shape {list(t[:6])} and element size {t[6]}")
+    # just under 2**62 bytes is accepted
+    t = (1, 1, 1 << 20, 1 << 20, (1 << 20) - 1, 1, 4, 0, 0)
+    blob, _ = _vela([BEGIN, (b"inputs", _io(t)), END])
+    assert column_rows(look(blob, "EthosUBackend").tensors)[0]["nbytes"] == 4 * (
+        (1 << 60) - (1 << 40))
