@@ -814,7 +814,7 @@ def test_ethosu_stream_exact(whole):
                          (b"inputs", _io((1, 1, 2, 3, 4, 5, 1, 32, 1))),
                          (b"outputs", _io((1, 1, 1, 1, 2, 2, 2, 7, 2),
                                           (1, 1, 1, 1, 1, 3, 4, -8, 3),
-                                          (1, 1, 1, 1, 0, 3, 3, 0, 0))),
+                                          (1, 1, 1, 1, 2, 3, 3, 0, 0))),
                          (b"meta", b"xyz"), END])
     info = look(blob, "EthosUBackend", whole=whole, method="m", index=1)
     assert (info.backend, info.layout) == ("ethos-u", "Vela binary stream (blocks)")
@@ -828,7 +828,7 @@ def test_ethosu_stream_exact(whole):
                 "offset": 7, "region": 2},
                {"name": "m/delegate1/outputs1", "shape": (1, 1, 1, 1, 1, 3), "elem_size": 4,
                 "offset": -8, "region": 3},
-               {"name": "m/delegate1/outputs2", "shape": (1, 1, 1, 1, 0, 3), "elem_size": 3,
+               {"name": "m/delegate1/outputs2", "shape": (1, 1, 1, 1, 2, 3), "elem_size": 3,
                 "offset": 0, "region": 0}]}
     assert info.subsegments == parts
     p = "m/delegate1/"
@@ -836,8 +836,16 @@ def test_ethosu_stream_exact(whole):
         _io_row("inputs", 0, (1, 1, 2, 3, 4, 5), 1, "int8", p),
         _io_row("outputs", 0, (1, 1, 1, 1, 2, 2), 2, "int16", p),
         _io_row("outputs", 1, (1, 1, 1, 1, 1, 3), 4, "int32", p),
-        _io_row("outputs", 2, (1, 1, 1, 1, 0, 3), 3, "3-byte", p)]
+        _io_row("outputs", 2, (1, 1, 1, 1, 2, 3), 3, "3-byte", p)]
     assert (info.findings, info.named_keys, info.nodes) == ([], (), None)
+
+
+def test_ethosu_io_elem_size_of_a_tensor_without_elements():
+    blob, _ = _vela([BEGIN, (b"inputs", _io((1, 1, 1, 1, 0, 3, 2, 16, 1))), END])
+    info = look(blob, "EthosUBackend")
+    assert info.header["io"] == [{"name": "forward/delegate0/inputs0", "shape": (1, 1, 1, 1, 0, 3),
+                                  "elem_size": 2, "offset": 16, "region": 1}]
+    assert column_rows(info.tensors) == [_io_row("inputs", 0, (1, 1, 1, 1, 0, 3), 2, "int16")]
 
 
 def test_ethosu_external_blocks():
