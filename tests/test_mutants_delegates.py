@@ -919,3 +919,225 @@ def test_ethosu_refusals():
     blob, _ = _vela([BEGIN, (b"inputs", _io(t)), END])
     assert column_rows(look(blob, "EthosUBackend").tensors)[0]["nbytes"] == 4 * (
         (1 << 60) - (1 << 40))
+
+
+# -- Core ML ------------------------------------------------------------------------------------
+
+def _cm_dir(nodes, data: bytes) -> bytes:
+    """A flattened model directory: the files' bytes, then the byte-reversed JSON index."""
+    return data + json.dumps({"nodes": nodes}).encode()[::-1]
+
+
+def _file(name: str, off: int, size: int) -> dict:
+    return {"name": name, "kind": 0, "dataRegion": {"offset": off, "size": size}}
+
+
+def _folder(name: str, **children) -> dict:
+    return {"name": name, "kind": 1, "children": children}
+
+
+META = json.dumps({"identifier": "executorch_x", "inputNames": ["é"], "outputNames": ["y"],
+                   "other": 1}).encode()
+
+
+def _cm_sample():
+    data = META + b"W" * 32 + b"\0" * 5 + b"MODEL"
+    nodes = [_folder("lowered_module", **{"metadata.json": 1, "model.mlpackage": 2}),
+             _file("metadata.json", 0, len(META)),
+             _folder("model.mlpackage", Data=4, model=3),
+             _file("model.mlmodel", len(META) + 37, 5),
+             _folder("Data", w=5),
+             _file("weight.bin", len(META), 32)]
+    return _cm_dir(nodes, data), len(data)
+
+
+@pytest.mark.parametrize("whole", [False, True])
+def test_coreml_directory_exact(whole):
+    blob, data_end = _cm_sample()
+    info = look(blob, "CoreMLBackend", whole=whole)
+    assert (info.backend, info.layout) == (
+        "coreml", "flattened model directory + byte-reversed JSON index")
+    n = len(blob) - data_end
+    assert info.header == {"files": 3, "index_size": n, "root": "lowered_module",
+                           "identifier": "executorch_x", "inputNames": ["é"],
+                           "outputNames": ["y"]}
+    m = len(META)
+    assert info.subsegments == [
+        seg("lowered_module/metadata.json", "delegate", 0, m),
+        seg("lowered_module/model.mlpackage/Data/weight.bin", "constant", m, 32), pad(m + 32, 5),
+        seg("lowered_module/model.mlpackage/model.mlmodel", "delegate", m + 37, 5),
+        seg("directory index (JSON, byte-reversed)", "header", data_end, n)]
+    assert (info.findings, info.tensors, info.nodes, info.named_keys) == ([], None, None, ())
+
+
+def test_coreml_directory_metadata_variants():
+    def header(meta: bytes, name: str = "metadata.json", root: str = "r"):
+        nodes = [_folder(root, a=1), _file(name, 0, len(meta))]
+        info = look(_cm_dir(nodes, meta), "CoreMLBackend")
+        return info.header, info.findings
+
+    h, f = header(b'{"identifier": "i"}')
+    assert h == {"files": 1, "index_size": h["index_size"], "root": "r", "identifier": "i"}
+    assert f == []
+    assert set(header(b"[1, 2]")[0]) == {"files", "index_size", "root"}
+    assert set(header(b'{"identifier": "i"}', name="xmetadata.json")[0]) == {
+        "files", "index_size", "root"}
+    for bad in (b"{nope", b'"\xff"'):
+        h, f = header(bad)
+        assert set(h) == {"files", "index_size", "root"}
+        assert f == [Finding("warning", "metadata.json", AT, "metadata.json is not JSON")]
+    # a top-level metadata.json (no folder) counts too
+    meta = b'{"outputNames": []}'
+    info = look(_cm_dir([_file("metadata.json", 0, len(meta))], meta), "CoreMLBackend")
+    assert info.header["outputNames"] == [] and info.header["root"] == "metadata.json"
+    # at most 1 MiB of metadata is read
+    head = b'{"identifier": "i", "pad": "'
+    big = head + b" " * ((1 << 20) - len(head) - 2) + b'"}'
+    assert len(big) == 1 << 20
+    assert header(big)[0]["identifier"] == "i"
+    assert "identifier" not in header(big + b" ")[0]
+
+
+def test_coreml_directory_walk():
+    # several roots, in index order; children by their index; folders need no dataRegion
+    nodes = [_folder("b", z=3), _folder("a", y=2), _file("f1", 0, 1), _file("f0", 1, 1),
+             {"name": "empty", "kind": 1}, {"kind": 0, "dataRegion": {"offset": 2, "size": 0}}]
+    info = look(_cm_dir(nodes, b"xy"), "CoreMLBackend")
+    assert info.header["root"] == "b" and info.header["files"] == 3
+    assert [s.name for s in info.subsegments] == ["a/f1", "b/f0",
+                                                  "directory index (JSON, byte-reversed)"]
+    # a cycle that no root reaches is never walked
+    nodes = [_folder("a", x=1), _folder("b", y=0)]
+    info = look(_cm_dir(nodes, b""), "CoreMLBackend")
+    assert info.header == {"files": 0, "index_size": len(_cm_dir(nodes, b"")), "root": ""}
+    # 65 levels deep is accepted, 66 are not
+    deep = [_folder(f"d{k}", c=k + 1) for k in range(64)] + [_file("leaf", 0, 1)]
+    assert look(_cm_dir(deep, b"L"), "CoreMLBackend").header["files"] == 1
+    deeper = [_folder(f"d{k}", c=k + 1) for k in range(65)] + [_file("leaf", 0, 1)]
+    blob = _cm_dir(deeper, b"L")
+    fails(blob, "CoreMLBackend", CorruptError, "Core ML directory index", 1,
+          "node 65 is reached twice or too deep (a cycle)")
+
+
+def test_coreml_directory_refusals():
+    def refused(nodes, data: bytes, cls, detail, at=None):
+        blob = _cm_dir(nodes, data)
+        fails(blob, "CoreMLBackend", cls, "Core ML directory index",
+              len(data) if at is None else at, detail)
+
+    refused([_folder("r", a=1), 7], b"", CorruptError, "node 1 is not an object")
+    refused([{"name": "r", "children": [1]}], b"", CorruptError,
+            "node 0 has children outside the node list")
+    for bad in (2, -1, "1", 1.0):
+        refused([_folder("r", a=0), _folder("s", b=bad)], b"", CorruptError,
+                "node 1 has children outside the node list")
+    refused([_folder("r", a=1), _folder("s", b=2), _folder("t", c=1)], b"", CorruptError,
+            "node 1 is reached twice or too deep (a cycle)")
+    refused([_folder("r", a=1, b=2), _folder("s", c=3), _folder("t", c=3), _file("f", 0, 1)],
+            b"x", CorruptError, "node 3 is reached twice or too deep (a cycle)")
+    for off, size in ((0, 3), (-1, 1), (0, -1), (None, 1), (0, "1"), (2, 1), (True, 1)):
+        if off is True:  # bools are ints: True + 1 fits, so use a region past the end
+            off, size = 1, 2
+        refused([_folder("r", a=1), {"name": "f", "kind": 0,
+                                     "dataRegion": {"offset": off, "size": size}}],
+                b"xy", OutOfBoundsError,
+                f"file 'r/f' region [{off}, +{size}) lies outside the file data (size 0x2)")
+    refused([_folder("r", a=1), {"name": "f", "kind": 0}], b"xy", OutOfBoundsError,
+            "file 'r/f' region [None, +None) lies outside the file data (size 0x2)")
+
+
+def test_coreml_index_refusals():
+    def refused(blob: bytes, at: int, detail: str):
+        fails(blob, "CoreMLBackend", CorruptError, "Core ML directory index", at, detail)
+
+    blob = b"xx" + b'{"nodes": [}'[::-1]
+    try:
+        json.JSONDecoder().raw_decode('{"nodes": [}')
+    except ValueError as e:
+        msg, pos = e.msg, e.pos
+    refused(blob, len(blob) - 1, f"the byte-reversed JSON index at the end does not parse "
+                                 f"({msg} at {pos})")
+    refused(b"garbage{", 7, "the byte-reversed JSON index at the end does not parse (Expecting "
+                            "property name enclosed in double quotes at 1)")
+    blob = b"\0" + b'{"nodes": 1}'[::-1]
+    refused(blob, 1, "the directory index has no 'nodes' list")
+    blob = b"\0" + b"[]"[::-1]
+    assert look(blob, "CoreMLBackend").backend == "unknown"  # does not end in '{'
+    refused(b" }{", 1, "the directory index has no 'nodes' list")
+    assert look(b"}{", "CoreMLBackend").backend == "unknown"  # 2 bytes are too few
+    text = '{"nodes": [], "x": "\xff"}'.encode("latin-1")
+    blob = b"\0\0" + text[::-1]
+    with pytest.raises(UnicodeDecodeError) as u:
+        text.decode("utf-8")
+    refused(blob, 2, f"the directory index is not UTF-8 JSON ({u.value})")
+    nested = b'{"nodes": [], "x": ' + b"[" * 300 + b"]" * 300 + b"}"
+    refused(b"\0" + nested[::-1], 1, "the directory index is not UTF-8 JSON (JSON nests deeper "
+                                     "than JSON_MAX_DEPTH=256)")
+    recursive = b'{"x": ' + b"[" * 200_000 + b"]" * 200_000 + b"}"
+    refused(recursive[::-1], len(recursive) - 1, "the byte-reversed JSON index nests deeper than "
+                                                 "JSON_MAX_DEPTH=256")
+
+
+def test_coreml_index_larger_than_the_first_window():
+    # the first 64 KiB of the reversed tail cut the index in a long name, in a number, ...
+    for name_len in (70_000, 65_000, 300_000):
+        nodes = [_folder("r", f=1), _file("x" * name_len, 0, 3)]
+        blob = _cm_dir(nodes, b"abc")
+        info = look(blob, "CoreMLBackend")
+        assert info.header["files"] == 1 and info.header["index_size"] == len(blob) - 3
+    nodes = [_folder("r", **{f"f{k}": k + 1 for k in range(3000)})]
+    nodes += [_file(f"file_{k:05d}.bin", k, 1) for k in range(3000)]
+    blob = _cm_dir(nodes, bytes(3000))
+    assert look(blob, "CoreMLBackend").header["files"] == 3000
+    # garbage that does not parse at any length is refused once the whole blob was tried
+    blob = b"[" * 100_000 + b"{"
+    with pytest.raises(CorruptError, match="does not parse"):
+        look(blob, "CoreMLBackend")
+
+
+@pytest.mark.parametrize("whole", [False, True])
+def test_coreml_reference_exact(whole):
+    ref = b"CMJR" + json.dumps({"version": 2, "key": "k1", "functionName": "fwd"}).encode()
+    info = look(ref, "CoreMLBackend", whole=whole, named={"k1": ("c.ptd", 9000, 77)})
+    assert (info.backend, info.layout) == ("coreml",
+                                           "CMJR + JSON reference to a model in named data")
+    assert info.header == {"magic": "CMJR", "version": 2, "key": "k1", "functionName": "fwd",
+                           "model_file": "c.ptd", "model_offset": 9000, "model_size": 77}
+    assert info.subsegments == [seg("magic (CMJR)", "header", 0, 4),
+                                seg("reference (JSON)", "header", 4, len(ref) - 4)]
+    assert info.named_keys == ("k1",) and info.findings == []
+    # any backend id: the magic decides
+    assert look(ref, "Other").backend == "coreml"
+
+
+def test_coreml_reference_unresolved_and_minimal():
+    ref = b'CMJR{"key": "k2"}'
+    info = look(ref, "CoreMLBackend", named={})
+    assert info.header == {"magic": "CMJR", "version": None, "key": "k2", "functionName": None}
+    assert info.findings == [Finding("warning", "Core ML reference (CMJR)", AT,
+                                     "named-data key 'k2' (the model) was not found")]
+    assert look(ref, "CoreMLBackend").findings == []
+
+
+def test_coreml_reference_refusals():
+    what = "Core ML reference (CMJR)"
+    for raw in (b"", b"{nope", b"[1]x", b'{"key": "\xff"}'):
+        try:
+            json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError) as e:
+            err = str(e)
+        fails(b"CMJR" + raw, "CoreMLBackend", CorruptError, what, 4,
+              f"reference is not UTF-8 JSON ({err})")
+    fails(b"CMJR" + b"[" * 300 + b"]" * 300, "CoreMLBackend", CorruptError, what, 4,
+          "reference is not UTF-8 JSON (JSON nests deeper than JSON_MAX_DEPTH=256)")
+    for raw in (b"[]", b'{"key": 1}', b'{"version": 1}', b'"key"'):
+        fails(b"CMJR" + raw, "CoreMLBackend", CorruptError, what, 4,
+              "reference JSON has no string 'key'")
+    from workbench.limits import DELEGATE_INDEX_MAX_BYTES as limit
+
+    head = b'CMJR{"key": "k", "p": "'
+    big = head + b" " * (limit + 4 - len(head) - 2) + b'"}'
+    assert len(big) - 4 == limit
+    assert look(big, "CoreMLBackend").header["key"] == "k"
+    fails(big + b" ", "CoreMLBackend", CorruptError, what, 4,
+          f"reference JSON of {limit + 1} bytes is larger than {limit}")
