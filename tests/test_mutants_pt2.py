@@ -19,13 +19,15 @@ import zlib
 
 import numpy as np
 import pytest
-from test_pt2 import build_zip, pt2_members, tensor_meta
+from test_pt2 import MIN_GRAPH, build_zip, pt2_members, tensor_meta
 
 import workbench as wb
 from workbench.errors import CorruptError, OutOfBoundsError
 from workbench.formats._zip import ZipDirectory
+from workbench.formats.pt2 import columns as pt2_columns
 from workbench.formats.pt2 import config as pt2_config
 from workbench.formats.pt2 import elf as pt2_elf
+from workbench.formats.pt2.archive import Archive
 from workbench.formats.pt2.elf import elf_symbol_range
 from workbench.formats.pt2.schema import CONSTANTS_END as END
 from workbench.formats.pt2.schema import CONSTANTS_START as START
@@ -758,3 +760,152 @@ def test_canonical_config_declines(tmp_path):
         ["w\x01"]
     utf = good.replace(b'"w"', '"\u00e9"'.encode())
     assert _canonical(tmp_path, {}, files, utf)[2].fqns == ["\u00e9"]
+
+
+# --------------------------------------------------------------------------------------------
+# archive members: kind and model of every path shape, and the members frame
+# --------------------------------------------------------------------------------------------
+
+
+#: rel path -> (kind, model, pickled)
+KINDS = {
+    "archive_format": ("metadata", None, False),
+    "archive_version": ("metadata", None, False),
+    "byteorder": ("metadata", None, False),
+    ".data/version": ("metadata", None, False),
+    ".data/serialization_id": ("metadata", None, False),
+    "extra/notes/a.txt": ("metadata", None, False),
+    "models/model.json": ("graph", "model", False),
+    "models/sub/x.json": ("other", None, False),
+    "models/notes.txt": ("other", None, False),
+    "models/json": ("other", None, False),
+    "data/weights/weight_0": ("weights", None, False),
+    "data/weights/model_weights_config.json": ("config", "model", False),
+    "data/weights/other_weights_config.json": ("config", "other", False),
+    "data/weights/model.pt": ("pickle", "model", True),
+    "data/weights/sub/x": ("other", None, False),
+    "data/weights/sub/x_weights_config.json": ("other", None, False),
+    "data/constants/model_constants_config.json": ("config", "model", False),
+    "data/constants/custom_obj_0": ("pickle", None, True),
+    "data/constants/opaque_obj_1": ("pickle", None, True),
+    "data/constants/thing.pt": ("pickle", None, True),
+    "data/constants/tensor_0": ("constants", None, False),
+    "data/constants/x_weights_config.json": ("constants", None, False),
+    "data/constants/sub/custom_obj_2": ("other", None, False),
+    "data/constants/model_weights_config.json.pt": ("pickle", None, True),
+    "data/sample_inputs/model.pt": ("sample_inputs", "model", True),
+    "data/sample_inputs/other.bin": ("sample_inputs", None, False),
+    "data/sample_inputs/sub/m.pt": ("sample_inputs", None, True),
+    "data/aotinductor/m/x.wrapper.so": ("so", "m", False),
+    "data/aotinductor/m/x_weights.blob": ("blob", "m", False),
+    "data/aotinductor/m/x.wrapper.cpp": ("source", "m", False),
+    "data/aotinductor/m/k.cu": ("source", "m", False),
+    "data/aotinductor/m/k.h": ("source", "m", False),
+    "data/aotinductor/m/k.hpp": ("source", "m", False),
+    "data/aotinductor/m/k.c": ("source", "m", False),
+    "data/aotinductor/m/k.S": ("source", "m", False),
+    "data/aotinductor/m/x_metadata.json": ("metadata", "m", False),
+    "data/aotinductor/m/sub/y.json": ("metadata", "m", False),
+    "data/aotinductor/m/readme.txt": ("other", "m", False),
+    "data/aotinductor/lonely.so": ("other", None, False),
+    "data/other/x": ("other", None, False),
+    "data/x": ("other", None, False),
+    "data": ("other", None, False),
+    "weird.txt": ("other", None, False),
+    "archive_format/x": ("other", None, False),
+    "extra": ("metadata", None, False),
+}
+
+
+def _kinds_archive(tmp_path, root: str = "arc"):
+    files = {}
+    for rel in KINDS:
+        if rel.endswith(".json") and "aotinductor" in rel:
+            files[rel] = b"{}"
+        elif rel.endswith("_config.json"):
+            files[rel] = b'{"config": {}}'
+        elif rel == "models/model.json":
+            files[rel] = json.dumps(MIN_GRAPH).encode()
+        elif rel.endswith(".json"):
+            files[rel] = b"{}"
+        else:
+            files[rel] = rel.encode()
+    files["archive_format"] = b"pt2"
+    files["byteorder"] = b"little"
+    prefix = f"{root}/" if root else ""
+    ms = [{"name": prefix + rel, "data": data} for rel, data in files.items()]
+    ms.append({"name": "outside/x.txt", "data": b"x"})
+    return pt2_file(tmp_path, ms)
+
+
+@pytest.mark.parametrize("root", ["arc", ""])
+def test_member_kind_and_model_of_every_path(tmp_path, root):
+    p = _kinds_archive(tmp_path, root)
+    with wb.open(p) as art:
+        m = art.frames["members"]
+        prefix = f"{root}/" if root else ""
+        got = {n: (k, None if mo is None or mo != mo else mo, bool(pk))
+               for n, k, mo, pk in zip(m["name"], m["kind"], m["model"], m["pickled"])}
+        want = {prefix + rel: v for rel, v in KINDS.items()}
+        want["outside/x.txt"] = ("other", None, False)
+        assert got == want
+        models = art.frames["models"]
+        assert list(models["name"]) == ["model", "m"]  # ("other" has a config, no graph)
+        assert list(models["kind"]) == ["exported_program", "aoti"]
+
+
+def test_members_frame_columns_match_zipfile(tmp_path):
+    comp = zlib.compressobj(9, zlib.DEFLATED, -15)
+    deflated = comp.compress(b"hello " * 40) + comp.flush()
+    w = np.arange(6, dtype=np.float32).tobytes()
+    ms = pt2_members(weights={"w": entry(), "v": entry(is_param=False)},
+                     files={"data/weights/weight_0": w,
+                            "extra/z.txt": {"data": deflated, "method": 8, "file_size": 240},
+                            "data/sample_inputs/model.pt": b"\x80\x05K\x01.",
+                            "../evil": b"e"})
+    p = pt2_file(tmp_path, ms)
+    with wb.open(p) as art, zipfile.ZipFile(p) as z:
+        m = art.frames["members"]
+        infos = z.infolist()
+        assert list(m.columns) == ["index", "name", "kind", "model", "file", "header_offset",
+                                   "offset", "size", "file_size", "align", "method",
+                                   "compressed", "crc32", "pickled", "unsafe_name", "used_by"]
+        assert list(m["index"]) == list(range(len(infos)))
+        assert list(m["name"]) == [i.filename for i in infos]
+        assert list(m["file"]) == [str(p)] * len(infos)
+        assert list(m["header_offset"]) == [i.header_offset for i in infos]
+        offsets = [data_offset(p, i.filename) for i in infos]
+        assert list(m["offset"]) == offsets
+        assert list(m["align"]) == [o & -o for o in offsets]
+        assert list(m["size"]) == [i.compress_size for i in infos]
+        assert list(m["file_size"]) == [i.file_size for i in infos]
+        assert list(m["method"]) == [i.compress_type for i in infos]
+        assert list(m["compressed"]) == [i.compress_type != 0 for i in infos]
+        assert list(m["crc32"]) == [i.CRC for i in infos]
+        assert list(m["pickled"]) == [i.filename.endswith("model.pt") for i in infos]
+        assert list(m["unsafe_name"]) == [i.filename == "arc/../evil" for i in infos]
+        assert list(m["used_by"]) == ["w; v" if i.filename == W0 else "" for i in infos]
+        assert {c: str(t) for c, t in m.dtypes.items()} == {
+            "index": "int64", "name": "string", "kind": "category", "model": "category",
+            "file": "string", "header_offset": "int64", "offset": "int64", "size": "int64",
+            "file_size": "int64", "align": "Int64", "method": "int64", "compressed": "bool",
+            "crc32": "int64", "pickled": "bool", "unsafe_name": "bool", "used_by": "string"}
+
+
+def test_members_columns_of_an_empty_zip(tmp_path):
+    """No members: every column is empty and keeps its type."""
+    p = tmp_path / "empty.zip"
+    with zipfile.ZipFile(p, "w"):
+        pass
+    with Source(p) as src:
+        arc = Archive(src)
+        cols = pt2_columns.members_columns(arc)
+        assert {k: len(v) for k, v in cols.items()} == dict.fromkeys(cols, 0)
+        for k in ("pickled", "unsafe_name", "compressed"):
+            assert cols[k].dtype == np.bool_, k
+        for k in ("index", "header_offset", "offset", "size", "file_size", "method", "crc32"):
+            assert cols[k].dtype == np.int64, k
+        assert arc.findings == [{"severity": "warning", "structure": "archive_format",
+                                 "offset": None, "message": "no archive_format member: not a "
+                                 "torch.export / AOTInductor archive (members are listed, "
+                                 "nothing else is read)"}]
