@@ -1,0 +1,1295 @@
+"""Behaviour pinned completely for the readers of the core (issue #19, mutation testing):
+``workbench.source``, ``workbench.flatbuf``, ``workbench._vecfb``, ``workbench.formats``
+(sniffing, the identifier check) and the ``.pte`` / ``.ptd`` / ``.bpte`` readers.
+
+Every error is checked whole (class, file, structure, offset, message), every frame column
+exactly, on the fast (numpy) path and on the scalar verifying path. Golden values come from
+ExecuTorch's own deserializer/serializer (the ``oracle``), or from bytes built here.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import pathlib
+import struct
+from typing import ClassVar
+
+import numpy as np
+import pytest
+from test_flatbuf import ROOT_FIELDS, fb_of, hand_built
+
+import workbench as wb
+from workbench import _vecfb, formats
+from workbench._vecfb import SlowPath, VecReader
+from workbench.errors import (
+    ArtifactError,
+    StaleFileError,
+    TruncatedError,
+)
+from workbench.flatbuf import FlatBuffer
+from workbench.formats._ident import expect_identifier
+from workbench.formats.pte import header as pte_header
+from workbench.source import Source
+
+
+def err(e: ArtifactError) -> tuple:
+    """An error as ``(class name, file, structure, offset, detail)``."""
+    return type(e).__name__, e.file, e.structure, e.offset, e.detail
+
+
+def raises(fn, *args, **kwargs) -> tuple:
+    with pytest.raises(ArtifactError) as ei:
+        fn(*args, **kwargs)
+    return err(ei.value)
+
+
+# =============================================================================================
+# workbench.source
+# =============================================================================================
+DATA = bytes(range(200))
+
+
+@pytest.fixture
+def data_file(tmp_path):
+    p = tmp_path / "d.bin"
+    p.write_bytes(DATA)
+    return p
+
+
+@pytest.fixture
+def src(data_file):
+    with Source(data_file) as s:
+        yield s
+
+
+def test_source_check_errors(src):
+    assert src.check(0, 200, "w") is None
+    assert src.check(200, 0, "w") is None
+    assert raises(src.check, -1, 4, "w") == (
+        "OutOfBoundsError", "d.bin", "w", -1, "offset 0x-1 (length 4) is outside the range (size 0xc8)")
+    assert raises(src.check, 4, -1, "w") == (
+        "OutOfBoundsError", "d.bin", "w", 4, "offset 0x4 (length -1) is outside the range (size 0xc8)")
+    assert raises(src.check, 201, 0, "w") == (
+        "OutOfBoundsError", "d.bin", "w", 201, "offset 0xc9 (length 0) is outside the range (size 0xc8)")
+    assert raises(src.check, 199, 2, "w") == (
+        "TruncatedError", "d.bin", "w", 199, "2 bytes run past the end (size 0xc8)")
+    # an explicit end
+    assert src.check(10, 10, "w", end=20) is None
+    assert raises(src.check, 10, 11, "w", end=20) == (
+        "TruncatedError", "d.bin", "w", 10, "11 bytes run past the end (size 0x14)")
+    assert raises(src.check, 21, 0, "w", end=20) == (
+        "OutOfBoundsError", "d.bin", "w", 21, "offset 0x15 (length 0) is outside the range (size 0x14)")
+    assert src.check(0, 0, "w", end=0) is None
+
+
+@pytest.mark.parametrize("reader,fmt", [("u8", "<B"), ("u16", "<H"), ("u32", "<I"),
+                                        ("i32", "<i"), ("u64", "<Q"), ("i64", "<q")])
+def test_source_integer_reads(src, reader, fmt):
+    read = getattr(src, reader)
+    n = struct.calcsize(fmt)
+    for at in (0, 1, 200 - n):
+        assert read(at) == struct.unpack_from(fmt, DATA, at)[0]
+    assert raises(read, 200 - n + 1) == (
+        "TruncatedError", "d.bin", reader, 200 - n + 1, f"{n} bytes run past the end (size 0xc8)")
+    assert raises(read, -1, "x") == (
+        "OutOfBoundsError", "d.bin", "x", -1, f"offset 0x-1 (length {n}) is outside the range (size 0xc8)")
+    assert raises(read, 300, "x")[0] == "OutOfBoundsError"
+
+
+def test_source_slices(src):
+    v = src.view(3, 5)
+    assert isinstance(v, memoryview) and v.readonly and bytes(v) == DATA[3:8]
+    assert bytes(src.view(200, 0)) == b""
+    b = src.bytes(7, 3)
+    assert type(b) is bytes and b == DATA[7:10]
+    assert raises(src.view, 198, 3) == ("TruncatedError", "d.bin", "range", 198,
+                                        "3 bytes run past the end (size 0xc8)")
+    assert raises(src.bytes, 198, 3)[2] == "range"
+    assert raises(src.bytes, 198, 3, "hdr")[2] == "hdr"
+    assert src.head() == DATA[:64]
+    assert src.head(5) == DATA[:5]
+    assert src.head(1000) == DATA
+    assert type(src.head()) is bytes
+    assert src.size == 200 and src.name == "d.bin" and repr(src) == f"Source({src.path!r}, size=200)"
+
+
+def test_source_identity_and_fresh(src, data_file):
+    st = os.stat(data_file)
+    assert src.identity == (200, st.st_mtime_ns, st.st_ino, st.st_dev)
+    assert src.changes() is None and src.is_stale() is False
+    assert src.ensure_fresh("x", 3) is None
+
+
+def _when(ns: int) -> str:
+    import datetime
+
+    return datetime.datetime.fromtimestamp(ns / 1e9).isoformat(timespec="microseconds")
+
+
+def test_source_changes_size_only(src, data_file):
+    """Rewritten shorter with its mtime put back: only the size is named."""
+    mtime = src.identity[1]
+    with open(data_file, "r+b") as f:
+        f.truncate(120)
+    os.utime(data_file, ns=(mtime, mtime))
+    assert src.changes() == "size 200 -> 120"
+    assert src.is_stale() is True
+    assert raises(src.ensure_fresh, "tensor 'a'", 9) == (
+        "StaleFileError", "d.bin", "tensor 'a'", 9,
+        "changed since it was opened: size 200 -> 120; reload it (Artifact.reload())")
+    assert raises(src.ensure_fresh)[2:4] == (None, None)
+
+
+def test_source_changes_mtime_only(src, data_file):
+    old = src.identity[1]
+    new = old + 1_234_567_000
+    os.utime(data_file, ns=(new, new))
+    assert src.changes() == f"mtime {_when(old)} -> {_when(new)}"
+    assert raises(src.ensure_fresh, "w", 0)[4] == (
+        f"changed since it was opened: mtime {_when(old)} -> {_when(new)}; "
+        "reload it (Artifact.reload())")
+
+
+def test_source_changes_size_and_mtime(src, data_file):
+    old = src.identity[1]
+    with open(data_file, "ab") as f:
+        f.write(b"xy")
+    os.utime(data_file, ns=(old + 5000, old + 5000))
+    assert src.changes() == f"size 200 -> 202, mtime {_when(old)} -> {_when(old + 5000)}"
+
+
+def test_source_changes_replaced_and_removed(src, data_file):
+    ino = src.identity[2]
+    other = data_file.with_name("other.bin")
+    other.write_bytes(DATA[:50])
+    mtime = src.identity[1]
+    os.utime(other, ns=(mtime, mtime))
+    os.replace(other, data_file)
+    new_ino = os.stat(data_file).st_ino
+    assert new_ino != ino
+    assert src.changes() == f"replaced (inode {ino} -> {new_ino}), size 200 -> 50"
+    assert src.ensure_fresh() is None  # the mapped inode is intact: its bytes are served
+    assert src.u8(100) == 100
+    os.remove(data_file)
+    assert src.changes() == "the path no longer opens (No such file or directory)"
+
+
+def test_source_replaced_by_same_size_and_mtime(src, data_file):
+    """A replacement of the same size and mtime is named by its inode alone."""
+    ino = src.identity[2]
+    other = data_file.with_name("other.bin")
+    other.write_bytes(DATA[::-1])
+    os.utime(other, ns=(src.identity[1], src.identity[1]))
+    os.replace(other, data_file)
+    assert src.changes() == f"replaced (inode {ino} -> {os.stat(data_file).st_ino})"
+
+
+def test_source_closed(data_file):
+    s = Source(data_file)
+    s.close()
+    assert s.changes() is None and s.is_stale() is False and s.ensure_fresh("x", 1) is None
+    assert s.size == 200 and bytes(s.buf) == b""
+    s.close()  # twice is fine
+
+
+def test_source_readinto_and_chunks(src, data_file, monkeypatch):
+    out = np.zeros(10, np.uint8)
+    assert src.readinto(5, out) is out and out.tobytes() == DATA[5:15]
+    words = np.zeros(3, np.uint32)  # any writable buffer: cast to bytes
+    src.readinto(1, words)
+    assert words.tobytes() == DATA[1:13]
+    assert raises(src.readinto, 195, np.zeros(6, np.uint8)) == (
+        "TruncatedError", "d.bin", "range", 195, "6 bytes run past the end (size 0xc8)")
+    assert raises(src.readinto, 195, np.zeros(6, np.uint8), "t")[2] == "t"
+    parts = [bytes(c) for c in src.chunks(10, 25, chunk=10)]
+    assert parts == [DATA[10:20], DATA[20:30], DATA[30:35]]
+    assert [bytes(c) for c in src.chunks(0, 200)] == [DATA]
+    with pytest.raises(TruncatedError) as ei:
+        next(src.chunks(190, 11))
+    assert err(ei.value) == ("TruncatedError", "d.bin", "range", 190,
+                             "11 bytes run past the end (size 0xc8)")
+    with pytest.raises(TruncatedError) as ei:
+        next(src.chunks(190, 11, "c"))
+    assert ei.value.structure == "c"
+
+
+def test_source_stale_during_and_after_copy(src, data_file, monkeypatch):
+    import workbench.source as source
+
+    real = os.preadv
+    mtime = src.identity[1]
+
+    def short(fd, buffers, offset):  # the file "ends" after 3 bytes
+        (buf,) = buffers
+        if offset >= 23:
+            return 0
+        k = real(fd, [buf[:3]], offset)
+        return k
+
+    monkeypatch.setattr(source.os, "preadv", short)
+    assert raises(src.readinto, 20, np.zeros(8, np.uint8), "ten") == (
+        "StaleFileError", "d.bin", "ten", 20,
+        "the file ended at 0x17 while 8 bytes were read: it changed since it was opened; "
+        "reload it (Artifact.reload())")
+    with pytest.raises(StaleFileError) as ei:
+        list(src.chunks(20, 8, "ch"))
+    assert err(ei.value)[2:4] == ("ch", 20)
+
+    def touch(fd, buffers, offset):
+        k = real(fd, buffers, offset)
+        os.utime(data_file, ns=(mtime + 10_000, mtime + 10_000))
+        return k
+
+    monkeypatch.setattr(source.os, "preadv", touch)
+    e = raises(src.readinto, 40, np.zeros(4, np.uint8), "after")
+    assert e[:4] == ("StaleFileError", "d.bin", "after", 40)
+    assert e[4].startswith("changed since it was opened: mtime ")
+
+
+def test_source_chunk_fresh_checks(src, data_file):
+    gen = src.chunks(0, 30, "c", chunk=10)
+    assert bytes(next(gen)) == DATA[:10]
+    os.utime(data_file, ns=(1, 1))
+    assert bytes(next(gen)) == DATA[10:20]  # read through the descriptor: same bytes
+    assert bytes(next(gen)) == DATA[20:30]
+    with pytest.raises(StaleFileError) as ei:
+        next(gen)  # checked after the last chunk
+    assert err(ei.value)[2:4] == ("c", 0)
+    with pytest.raises(StaleFileError):  # and before the first
+        next(src.chunks(0, 1))
+
+
+def test_source_empty_and_directory(tmp_path):
+    p = tmp_path / "e.bin"
+    p.write_bytes(b"")
+    with Source(p) as s:
+        assert s.size == 0 and s.head() == b"" and bytes(s.buf) == b""
+        assert raises(s.u8, 0) == ("TruncatedError", "e.bin", "u8", 0,
+                                   "1 bytes run past the end (size 0x0)")
+        assert list(s.chunks(0, 0)) == []
+    with pytest.raises(IsADirectoryError):
+        Source(tmp_path)
+
+
+# =============================================================================================
+# workbench.formats: sniffing, the identifier check
+# =============================================================================================
+class _Recorder(io.BytesIO):
+    reads: ClassVar[list] = []
+
+    def read(self, n=-1):
+        self.reads.append(n)
+        return super().read(n)
+
+
+def test_sniff_path_reads_only_the_head(tmp_path, monkeypatch):
+    p = tmp_path / "x.pte"
+    p.write_bytes(b"\x00\x00\x00\x00ET12" + bytes(200))
+    opened = []
+
+    def fake_open(path, mode):
+        opened.append((os.fspath(path), mode))
+        return _Recorder(p.read_bytes())
+
+    _Recorder.reads = []
+    monkeypatch.setattr(formats, "open", fake_open, raising=False)
+    assert formats.sniff_path(p) is formats.pte
+    assert opened == [(str(p), "rb")] and _Recorder.reads == [64]
+    assert formats.HEAD == 64
+
+
+@pytest.mark.parametrize("head,fmt", [
+    (b"\x00\x00\x00\x00ET12", "pte"), (b"\x00\x00\x00\x00ET99", "pte"),
+    (b"\x00\x00\x00\x00FT01", "ptd"), (b"\x00\x00\x00\x00FTx1", "ptd"),
+    (b"\x00\x00\x00\x00BP08", "bpte"), (b"\x00\x00\x00\x00BP12", "bpte"),
+    (b"\x00\x00\x00\x00ETxy", None), (b"\x00\x00\x00\x00BPxy", None), (b"\x00\x00\x00\x00FT-1", None),
+    (b"\x00\x00\x00\x00ET1", None), (b"", None), (b"hello world", None),
+])
+def test_sniff(head, fmt, tmp_path):
+    mod = formats.sniff(head + bytes(8) if len(head) >= 8 else head)
+    assert (mod.FORMAT if mod else None) == fmt
+    p = tmp_path / "f.bin"
+    p.write_bytes(head)
+    m2 = formats.sniff_path(p)
+    assert (m2.FORMAT if m2 else None) == (fmt if len(head) >= 8 else None)
+    assert [m.FORMAT for m in formats.READERS] == ["pte", "ptd", "bpte", "etdump", "etrecord", "pt2"]
+
+
+def test_expect_identifier(tmp_path):
+    p = tmp_path / "i.bin"
+    p.write_bytes(b"1234BP08")
+    with Source(p) as s:
+        assert expect_identifier(s, b"BP08", "bundled program") is None
+        assert raises(expect_identifier, s, b"BP09", "bundled program") == (
+            "UnsupportedVersionError", "i.bin", "file identifier", 4,
+            "bundled program version b'BP08' is not supported (expected b'BP09')")
+    p.write_bytes(b"1234BP0")
+    with Source(p) as s:
+        assert raises(expect_identifier, s, b"BP08", "FlatTensor") == (
+            "TruncatedError", "i.bin", "file header", 0,
+            "7 bytes is too short for a FlatTensor file (needs 8)")
+
+
+# =============================================================================================
+# workbench.flatbuf (hand-built buffers from test_flatbuf, placed behind a prefix so that
+# every offset is absolute)
+# =============================================================================================
+PRE = 16  # bytes before the flatbuffer in its file
+
+
+def fb_edit(edit=None, **kw):
+    data, L = hand_built(**kw)
+    if edit is not None:
+        edit(data, L)
+    return fb_of(data, prefix=b"\xee" * PRE, suffix=b"\xee" * 8), L, len(data)
+
+
+def ferr(fn) -> tuple:
+    """An error as (class, structure, offset, detail) (the file is a temporary fbN.bin)."""
+    e = raises(fn)
+    assert e[1].startswith("fb")
+    return e[0], e[2], e[3], e[4]
+
+
+def test_flatbuf_values_and_positions():
+    fb, L, n = fb_edit()
+    root = fb.root("Root")
+    assert (root.pos, root.tsize, root.path, repr(root)) == (
+        PRE + L["root"], 48, "Root", f"<Table Root at 0x{PRE + L['root']:x}>")
+    assert root.fields == tuple(ROOT_FIELDS)
+    assert fb.base == PRE and fb.end == PRE + n and fb.name == "Test" and fb.findings == []
+    assert root.field_pos(0, 4) == PRE + L["f0"] and root.field_pos(6, 4) == 0
+    assert root.field_pos(10, 4) == 0
+    assert root.vector(2, 4) == (PRE + L["vec"] + 4, 3)
+    assert root.struct(7, 8) == PRE + L["f7"]
+    assert root.u8(0) == 7 and root.i8(0) == 7 and root.i32(0) == 7 and root.u64(7) == struct.unpack(
+        "<Q", struct.pack("<d", 2.5))[0]
+    assert root.scalar(0, "H") == 7 and root.bool(0) is True
+    sub = root.table(3, "sub")
+    assert sub.path == "Root.sub" and sub.pos == PRE + L["sub"] and sub.i64(0) == 42
+    assert root.table(3).path == "Root.field3"
+    kids = root.tables(8, "kids")
+    assert [k.path for k in kids] == ["Root.kids[0]", "Root.kids[1]"]
+    assert [k.pos for k in kids] == [PRE + L["sub"], PRE + L["uni"]]
+    assert [k.path for k in root.tables(8)] == ["Root.field8[0]", "Root.field8[1]"]
+    t, u = root.union(4, 3, "u")
+    assert (t, u.path, u.pos) == (1, "Root.u", PRE + L["uni"])
+    assert root.union(4, 3)[1].path == "Root.field5"
+    a = root.array(2, "<i4")
+    assert a.dtype == np.dtype("<i4") and a.tolist() == [1, 2, 3] and not a.flags.writeable
+    assert root.array(6, "<u8").dtype == np.dtype("<u8")
+    assert root.scalars(2, "i") == (1, 2, 3) and root.scalars(2, "I", "v") == (1, 2, 3)
+    assert root.strings(9) == ["ab", "xyz"] and root.string(1) == "hello"
+
+
+def _flatbuf_cases():
+    r = PRE  # absolute offsets: prefix + label
+
+    def at(L, label, delta=0):
+        return r + L[label] + delta
+
+    cases = []
+
+    def case(name, edit, call, expected):
+        cases.append(pytest.param(edit, call, expected, id=name))
+
+    # root / identifier / short
+    case("identifier", lambda d, L: d.__setitem__(slice(4, 8), b"NOPE"),
+         lambda fb: fb.root("Root"),
+         lambda L, n: ("CorruptError", "Test header", r + 4,
+                       "file identifier is b'NOPE', expected b'TEST'"))
+    case("root outside", lambda d, L: struct.pack_into("<I", d, 0, 0x7FFF0000),
+         lambda fb: fb.root("Root"),
+         lambda L, n: ("OutOfBoundsError", "Root", r + 0x7FFF0000,
+                       f"points outside the Test flatbuffer [0x{r:x}, 0x{r + n:x}) (length 4)"))
+    case("root at the end", lambda d, L: struct.pack_into("<I", d, 0, len(d) - 2),
+         lambda fb: fb.root("Root"),
+         lambda L, n: ("TruncatedError", "Root", r + n - 2,
+                       f"4 bytes run past the end of the Test flatbuffer (0x{r + n:x})"))
+    # vtables
+    case("vtable before start", lambda d, L: struct.pack_into("<i", d, L["root"], L["root"] + 4),
+         lambda fb: fb.root("Root"),
+         lambda L, n: ("OutOfBoundsError", "Root vtable", at(L, "root"),
+                       f"vtable at 0x{r - 4:x} (soffset {L['root'] + 4}) lies before the Test "
+                       f"flatbuffer [0x{r:x}, 0x{r + n:x})"))
+    case("vtable negative", lambda d, L: struct.pack_into("<i", d, L["root"], L["root"] + r + 6),
+         lambda fb: fb.root("Root"),
+         lambda L, n: ("OutOfBoundsError", "Root vtable", at(L, "root"),
+                       f"vtable at -0x6 (soffset {L['root'] + r + 6}) lies before the Test "
+                       f"flatbuffer [0x{r:x}, 0x{r + n:x})"))
+    case("vtable past end", lambda d, L: struct.pack_into("<i", d, L["root"], L["root"] - len(d) + 2),
+         lambda fb: fb.root("Root"),
+         lambda L, n: ("TruncatedError", "Root vtable", r + n - 2,
+                       f"4 bytes run past the end of the Test flatbuffer (0x{r + n:x})"))
+    case("vtable odd", lambda d, L: struct.pack_into("<i", d, L["root"], L["root"] - L["root_vt"] - 1),
+         lambda fb: fb.root("Root"),
+         lambda L, n: ("CorruptError", "Root vtable", at(L, "root_vt", 1),
+                       "vtable is not 2-byte aligned"))
+    for vts in (0, 2, 5):
+        case(f"vtable size {vts}", lambda d, L, v=vts: struct.pack_into("<H", d, L["root_vt"], v),
+             lambda fb: fb.root("Root"),
+             lambda L, n, v=vts: ("CorruptError", "Root vtable", at(L, "root_vt"),
+                                  f"vtable size {v} is invalid (must be even and >= 4)"))
+    case("table size 3", lambda d, L: struct.pack_into("<H", d, L["root_vt"] + 2, 3),
+         lambda fb: fb.root("Root"),
+         lambda L, n: ("CorruptError", "Root vtable", at(L, "root_vt"),
+                       "table size 3 is invalid (must be >= 4)"))
+    case("vtable size past end", lambda d, L: struct.pack_into("<H", d, L["root_vt"], 0xFFFE),
+         lambda fb: fb.root("Root"),
+         lambda L, n: ("TruncatedError", "Root vtable", at(L, "root_vt"),
+                       f"65534 bytes run past the end of the Test flatbuffer (0x{r + n:x})"))
+    case("field offset 2", lambda d, L: struct.pack_into("<H", d, L["root_vt"] + 4 + 2 * 3, 2),
+         lambda fb: fb.root("Root"),
+         lambda L, n: ("CorruptError", "Root vtable", at(L, "root_vt", 4 + 2 * 3),
+                       "field 3 offset 2 overlaps the table's soffset (must be >= 4)"))
+    case("table past end", lambda d, L: struct.pack_into("<H", d, L["root_vt"] + 2, 0xFFF0),
+         lambda fb: fb.root("Root"),
+         lambda L, n: ("TruncatedError", "Root", at(L, "root"),
+                       f"65520 bytes run past the end of the Test flatbuffer (0x{r + n:x})"))
+    # references
+    case("string ref past end", lambda d, L: struct.pack_into("<I", d, L["f1"], 0x10000),
+         lambda fb: fb.root("Root").string(1, "name"),
+         lambda L, n: ("OutOfBoundsError", "Root.name", at(L, "f1", 0x10000),
+                       f"points outside the Test flatbuffer [0x{r:x}, 0x{r + n:x}) (length 4)"))
+    case("string ref at end", lambda d, L: struct.pack_into("<I", d, L["f1"], len(d) - L["f1"] - 2),
+         lambda fb: fb.root("Root").string(1),
+         lambda L, n: ("TruncatedError", "Root.field1", r + n - 2,
+                       f"4 bytes run past the end of the Test flatbuffer (0x{r + n:x})"))
+    case("string no nul", lambda d, L: d.__setitem__(L["str"] + 4 + 5, 0x41),
+         lambda fb: fb.root("Root").string(1, "s"),
+         lambda L, n: ("CorruptError", "Root.s", at(L, "str"), "string is not NUL-terminated"))
+    case("string utf8", lambda d, L: d.__setitem__(L["str"] + 4 + 2, 0xFF),
+         lambda fb: fb.root("Root").string(1, "s"),
+         lambda L, n: ("CorruptError", "Root.s", at(L, "str", 6),
+                       "string is not valid UTF-8 (invalid start byte)"))
+    case("string count", lambda d, L: struct.pack_into("<I", d, L["str"], 0x1000),
+         lambda fb: fb.root("Root").string(1, "s"),
+         lambda L, n: ("TruncatedError", "Root.s", at(L, "str"),
+                       f"vector of 4096 x 1-byte elements runs past the end of the Test "
+                       f"flatbuffer (0x{r + n:x})"))
+    case("vector count", lambda d, L: struct.pack_into("<I", d, L["vec"], 2**31),
+         lambda fb: fb.root("Root").scalars(2, "i", "v"),
+         lambda L, n: ("TruncatedError", "Root.v", at(L, "vec"),
+                       f"vector of 2147483648 x 4-byte elements runs past the end of the Test "
+                       f"flatbuffer (0x{r + n:x})"))
+    case("array count", lambda d, L: struct.pack_into("<I", d, L["vec"], 2**31),
+         lambda fb: fb.root("Root").array(2, "<i8"),
+         lambda L, n: ("TruncatedError", "Root.field2", at(L, "vec"),
+                       f"vector of 2147483648 x 8-byte elements runs past the end of the Test "
+                       f"flatbuffer (0x{r + n:x})"))
+    case("tables count", lambda d, L: struct.pack_into("<I", d, L["tvec"], 2**31),
+         lambda fb: fb.root("Root").tables(8, "kids"),
+         lambda L, n: ("TruncatedError", "Root.kids", at(L, "tvec"),
+                       f"vector of 2147483648 x 4-byte elements runs past the end of the Test "
+                       f"flatbuffer (0x{r + n:x})"))
+    case("strings count", lambda d, L: struct.pack_into("<I", d, L["svec"], 2**31),
+         lambda fb: fb.root("Root").strings(9, "names"),
+         lambda L, n: ("TruncatedError", "Root.names", at(L, "svec"),
+                       f"vector of 2147483648 x 4-byte elements runs past the end of the Test "
+                       f"flatbuffer (0x{r + n:x})"))
+    case("tables element outside", lambda d, L: struct.pack_into("<I", d, L["tvec"] + 8, 0x10000),
+         lambda fb: fb.root("Root").tables(8, "kids"),
+         lambda L, n: ("OutOfBoundsError", "Root.kids[1]", at(L, "tvec", 8 + 0x10000),
+                       f"points outside the Test flatbuffer [0x{r:x}, 0x{r + n:x}) (length 4)"))
+    case("tables element vtable", lambda d, L: struct.pack_into("<H", d, L["sub_vt"], 3),
+         lambda fb: fb.root("Root").tables(8, "kids"),
+         lambda L, n: ("CorruptError", "Root.kids[0] vtable", at(L, "sub_vt"),
+                       "vtable size 3 is invalid (must be even and >= 4)"))
+    case("tables element size", lambda d, L: struct.pack_into("<H", d, L["sub_vt"] + 2, 0xFFF0),
+         lambda fb: fb.root("Root").tables(8, "kids"),
+         lambda L, n: ("TruncatedError", "Root.kids[0]", at(L, "sub"),
+                       f"65520 bytes run past the end of the Test flatbuffer (0x{r + n:x})"))
+    case("strings element", lambda d, L: struct.pack_into("<I", d, L["svec"] + 8, 0x10000),
+         lambda fb: fb.root("Root").strings(9, "names"),
+         lambda L, n: ("OutOfBoundsError", "Root.names[1]", at(L, "svec", 8 + 0x10000),
+                       f"points outside the Test flatbuffer [0x{r:x}, 0x{r + n:x}) (length 4)"))
+    case("strings element utf8", lambda d, L: d.__setitem__(L["s2"] + 4, 0xC3),
+         lambda fb: fb.root("Root").strings(9, "names"),
+         lambda L, n: ("CorruptError", "Root.names[1]", at(L, "s2", 4),
+                       "string is not valid UTF-8 (invalid continuation byte)"))
+    case("sub table ref", lambda d, L: struct.pack_into("<I", d, L["f3"], 0x10000),
+         lambda fb: fb.root("Root").table(3, "sub"),
+         lambda L, n: ("OutOfBoundsError", "Root.sub", at(L, "f3", 0x10000),
+                       f"points outside the Test flatbuffer [0x{r:x}, 0x{r + n:x}) (length 4)"))
+    # unions
+    case("union type", lambda d, L: d.__setitem__(L["f4"], 3),
+         lambda fb: fb.root("Root").union(4, 3, "u"),
+         lambda L, n: ("CorruptError", "Root.u", at(L, "f4"), "union type 3 is unknown (max 2)"))
+    case("union type default name", lambda d, L: d.__setitem__(L["f4"], 200),
+         lambda fb: fb.root("Root").union(4, 3),
+         lambda L, n: ("CorruptError", "Root.field5", at(L, "f4"),
+                       "union type 200 is unknown (max 2)"))
+    case("union value missing",
+         lambda d, L: struct.pack_into("<H", d, L["root_vt"] + 4 + 2 * 5, 0),
+         lambda fb: fb.root("Root").union(4, 3, "u"),
+         lambda L, n: ("CorruptError", "Root.u", at(L, "root"),
+                       "union type 1 is set but its value is missing"))
+    # a field past the buffer (bounded by the buffer, not by the declared table size)
+    case("field past the buffer", lambda d, L: struct.pack_into("<H", d, L["root_vt"] + 4, 0xFFF0),
+         lambda fb: fb.root("Root").u32(0),
+         lambda L, n: ("OutOfBoundsError", "Root.field0", at(L, "root", 0xFFF0),
+                       f"points outside the Test flatbuffer [0x{r:x}, 0x{r + n:x}) (length 4)"))
+    return cases
+
+
+@pytest.mark.parametrize("edit,call,expected", _flatbuf_cases())
+def test_flatbuf_errors(edit, call, expected):
+    fb, L, n = fb_edit(edit)
+    assert ferr(lambda: call(fb)) == expected(L, n)
+
+
+@pytest.mark.parametrize("n", [0, 7])
+def test_flatbuf_too_short(n):
+    data, _ = hand_built()
+    fb = fb_of(data[:n], prefix=b"\xee" * PRE)
+    assert ferr(lambda: fb.root("Root")) == (
+        "TruncatedError", "Test header", PRE, f"{n} bytes is too short for a flatbuffer (needs 8)")
+    with pytest.raises(TruncatedError) as ei:  # the window itself outside the file
+        FlatBuffer(fb.src, PRE, PRE + 100, name="P")
+    assert err(ei.value)[2:4] == ("P flatbuffer", PRE)
+
+
+def test_flatbuf_no_identifier_checked():
+    fb, _, _ = fb_edit(ident=b"NOPE")
+    fb2 = FlatBuffer(fb.src, fb.base, fb.end)
+    assert fb2.identifier is None and fb2.name == "flatbuffer"
+    assert fb2.root("R").u32(0) == 7
+
+
+def test_flatbuf_lenient_field_finding():
+    """A field past the table's declared size but inside the buffer: read, noted once."""
+    def shrink(d, L):
+        struct.pack_into("<H", d, L["root_vt"] + 2, 24)  # f7 (offset 32) lies past 24
+
+    fb, L, _n = fb_edit(shrink)
+    root = fb.root("Root")
+    assert root.f64(7) == 2.5 and root.f64(7) == 2.5
+    assert fb.findings == [{
+        "severity": "info", "structure": "Root.field7", "offset": PRE + L["f7"],
+        "message": "8-byte field at table offset 32 lies past the table's declared size 24 "
+                   "(older writers; the FlatBuffers verifier bounds it by the buffer)"}]
+    assert root.u32(0) == 7 and len(fb.findings) == 1  # within the size: no finding
+    assert root.field_pos(8, 4) == PRE + L["f8"] and len(fb.findings) == 2
+    shared = []
+    fb2 = FlatBuffer(fb.src, fb.base, fb.end, identifier=b"TEST", name="T", findings=shared)
+    fb2.root("Root").f64(7)
+    assert fb2.findings is shared and len(shared) == 1
+
+
+def test_flatbuf_amplification_budget():
+    fb, _, n = fb_edit()
+    root = fb.root("Root")
+    budget = 2 * n + 65536
+    assert fb._budget == budget
+    fb.charge(budget, "x", 5)
+    assert fb._budget == 0
+    assert ferr(lambda: fb.charge(1, "what", 77)) == (
+        "CorruptError", "what", 77,
+        "structures are shared so often that reading them would take more work than the "
+        "buffer's size allows (amplification)")
+    fb, _L, n = fb_edit()
+    root = fb.root("Root")
+    root.scalars(2, "i")
+    assert fb._budget == budget - 3
+    root.tables(8)
+    root.strings(9)
+    assert fb._budget == budget - 3 - 2 - 2 - 2 - 3  # the strings are vectors too
+
+
+def test_flatbuf_vtable_cache():
+    fb, L, _n = fb_edit()
+    root = fb.root("Root")
+    vt = PRE + L["root_vt"]
+    assert fb._vtables == {vt: (48, tuple(ROOT_FIELDS))}
+    root.tables(8)
+    assert fb._vtables[PRE + L["sub_vt"]] == (16, (8,))
+
+
+# =============================================================================================
+# workbench._vecfb (the same hand-built buffer, read many tables at once)
+# =============================================================================================
+def test_vecfb_gather_and_check():
+    fb, L, n = fb_edit()
+    vec = VecReader(fb)
+    assert (vec.base, vec.end) == (PRE, PRE + n)
+    pos = np.array([PRE + L["vec"] + 4, PRE + L["vec"] + 8], np.int64)
+    assert vec.gather(pos, "<i4").tolist() == [1, 2]
+    assert vec.gather(pos + 1, "<u2").tolist() == [0, 0]  # unaligned
+    assert vec.gather(np.array([PRE + L["f0"]]), "u1").tolist() == [7]
+    odd = np.array([PRE + L["f0"] - 1], np.int64)
+    assert vec.gather(odd, "<u4").tolist() == [struct.unpack_from("<I", fb.buf, odd[0])[0]]
+    assert vec.gather(np.array([PRE + L["f7"]]), "<f8").tolist() == [2.5]
+    vec.check(np.array([PRE, PRE + n - 4]), 4)
+    vec.check(np.zeros(0, np.int64), 4)
+    for bad in ([PRE - 1], [PRE + n - 3]):
+        with pytest.raises(SlowPath, match="position out of bounds"):
+            vec.check(np.array(bad), 4)
+    with pytest.raises(SlowPath):
+        vec.gather(np.array([PRE + n]), "u1")
+
+
+def test_vecfb_tables_fields_and_refs():
+    fb, L, _n = fb_edit()
+    vec = VecReader(fb)
+    root = fb.root("Root")
+    start, cnt = root.vector(8, 4)
+    T = vec.table_vector(start, cnt, "kids")
+    assert T.pos.tolist() == [PRE + L["sub"], PRE + L["uni"]] and T.inv is None
+    assert T.scalar(0, "<i8").tolist() == [42, 99]
+    assert T.scalar(1, "<i8", default=-5).tolist() == [-5, -5]
+    assert T.field(0, 8).tolist() == [PRE + L["sub"] + 8, PRE + L["uni"] + 8]
+    assert T.field(3, 8).tolist() == [0, 0]
+    R = vec.tables(np.array([PRE + L["root"]]), "Root")
+    assert R.scalar(0, "<u4").tolist() == [7] and R.scalar(7, "<f8").tolist() == [2.5]
+    assert R.ref(1).tolist() == [PRE + L["str"]] and R.ref(6).tolist() == [0]
+    assert R.vectors(2, 4)[0].tolist() == [PRE + L["vec"] + 4]
+    assert R.vectors(2, 4)[1].tolist() == [3]
+    assert vec.strings(R.ref(1)).tolist() == ["hello"]
+    assert vec.strings(np.array([0, PRE + L["s1"], PRE + L["s2"]])).tolist() == [None, "ab", "xyz"]
+    assert vec.strings(np.zeros(2, np.int64)).tolist() == [None, None]
+    # two vtables: root + sub
+    M = vec.tables(np.array([PRE + L["root"], PRE + L["sub"], PRE + L["root"]]), "mixed")
+    assert M.inv.tolist() == [1, 0, 1] or M.inv.tolist() == [0, 1, 0]
+    assert M.scalar(0, "<u4").tolist()[0] == 7 and M.scalar(0, "<u4").tolist()[2] == 7
+    assert M.field(9, 4).tolist() == [PRE + L["f9"], 0, PRE + L["f9"]]
+    E = vec.tables(np.zeros(0, np.int64), "none")
+    assert E.scalar(0, "<u4").tolist() == [] and E.field(0, 4).tolist() == []
+    assert vec.flat(np.array([PRE + L["vec"] + 4, 0, PRE + L["vec"] + 8]), np.array([3, 0, 2]),
+                    "<i4").tolist() == [1, 2, 3, 2, 3]
+    assert vec.flat(np.array([0]), np.array([0]), "<i4").tolist() == []
+
+
+@pytest.mark.parametrize("edit,what,message", [
+    (lambda d, L: struct.pack_into("<H", d, L["sub_vt"], 3), "tables", "invalid"),
+    (lambda d, L: struct.pack_into("<H", d, L["sub_vt"] + 2, 0xFFF0), "tables",
+     "table runs past the end"),
+    (lambda d, L: struct.pack_into("<H", d, L["sub_vt"] + 2, 8), "field",
+     "field past its table's declared size"),
+    (lambda d, L: struct.pack_into("<I", d, L["f1"], 0x10000), "ref",
+     "reference points past the end"),
+    (lambda d, L: struct.pack_into("<I", d, L["vec"], 2**20), "vectors",
+     "vector runs past the end"),
+    (lambda d, L: d.__setitem__(L["str"] + 4 + 5, 0x41), "strings", "string is not NUL-terminated"),
+    (lambda d, L: d.__setitem__(L["str"] + 4 + 1, 0xFF), "strings", "string is not valid UTF-8"),
+    (lambda d, L: d.__setitem__(L["str"] + 4 + 1, 0), "strings", "string holds a NUL"),
+])
+def test_vecfb_slow_path_reasons(edit, what, message):
+    fb, L, _n = fb_edit(edit)
+    vec = VecReader(fb)
+    with pytest.raises(SlowPath, match=message):
+        if what == "tables":
+            vec.tables(np.array([PRE + L["sub"]]), "kids")
+        elif what == "field":
+            vec.tables(np.array([PRE + L["sub"]]), "kids").scalar(0, "<i8")
+        else:
+            R = vec.tables(np.array([PRE + L["root"]]), "Root")
+            if what == "ref":
+                R.ref(1)
+            elif what == "vectors":
+                R.vectors(2, 4)
+            else:
+                vec.strings(R.ref(1))
+
+
+def test_vecfb_vectors_charge_the_budget():
+    fb, L, _n = fb_edit()
+    vec = VecReader(fb)
+    R = vec.tables(np.array([PRE + L["root"]]), "Root")
+    before = fb._budget
+    R.vectors(2, 4)
+    assert fb._budget == before - 3
+    fb._budget = 2
+    with pytest.raises(SlowPath, match="amplification"):
+        R.vectors(2, 4)
+
+
+def test_vecfb_groups_and_unique_tuples():
+    for key in (np.array([5, 3, 5, 9]), np.array([0, 2**40, 0, 7]), np.array([-3, -3, 2])):
+        rep, inv = _vecfb.groups(key)
+        assert key[rep[inv]].tolist() == key.tolist()
+        assert len(rep) == len(set(key.tolist()))
+        assert sorted(key[rep].tolist()) == sorted(set(key.tolist()))
+    assert [x.tolist() for x in _vecfb.groups(np.zeros(0, np.int64))] == [[], []]
+    rep, inv = _vecfb.groups(np.array([4, 1, 4]))
+    assert inv.tolist() == [1, 0, 1]
+    rep, inv = _vecfb.groups(np.array([2**40, 1, 2**40]))
+    assert inv.tolist() == [1, 0, 1] and rep.tolist()[0] == 1
+    t, i, u = _vecfb.unique_tuples(np.array([2, 3, 2, 3, 7]), np.array([2, 2, 1]))
+    assert t.tolist() == [(2, 3), (2, 3), (7,)] and i.tolist() == [1, 1, 0] and u == [(7,), (2, 3)]
+    assert t[0] is t[1]
+    t, i, u = _vecfb.unique_tuples(np.array([1, 2, 1, 2]), np.array([2, 0, 2]))
+    assert t.tolist() == [(1, 2), (), (1, 2)] and u == [(), (1, 2)] and i.tolist() == [1, 0, 1]
+    t, i, u = _vecfb.unique_tuples(np.array([5, 2**40, 5, 1]), np.array([2, 2]))
+    assert t.tolist() == [(5, 2**40), (5, 1)] and len(u) == 2 and i[0] != i[1]
+    t, i, u = _vecfb.unique_tuples(np.array([1, 2, 2, 1]), np.array([2, 2]))
+    assert t.tolist() == [(1, 2), (2, 1)] and i[0] != i[1]
+    t, i, u = _vecfb.unique_tuples(np.zeros(0, np.int64), np.zeros(0, np.int64))
+    assert t.tolist() == [] and i.tolist() == [] and u == []
+    t, i, u = _vecfb.unique_tuples(np.zeros(0, np.int64), np.zeros(3, np.int64))
+    assert t.tolist() == [(), (), ()] and i.tolist() == [0, 0, 0] and u == [()]
+
+
+# =============================================================================================
+# workbench.formats.pte.header (files built with struct.pack; programs at 0 and embedded)
+# =============================================================================================
+def _eh(length=32, program_size=64, base=128, data=None, magic=b"eh00") -> bytes:
+    out = magic + struct.pack("<IQQ", length, program_size, base)
+    if length > 24:
+        out += struct.pack("<Q", 0 if data is None else data)
+    return out
+
+
+def _program_file(tmp_path, body: bytes, start: int, total: int | None = None):
+    raw = b"\xaa" * start + b"\x00\x00\x00\x00" + body
+    if total is not None:
+        raw += b"\xbb" * (total - len(raw))
+    p = tmp_path / "h.pte"
+    p.write_bytes(raw)
+    return p
+
+
+@pytest.mark.parametrize("start", [0, 16])
+def test_read_header_identifier(tmp_path, start):
+    read = pte_header.read_header
+    for ident, expected in (
+            (b"ET13", ("UnsupportedVersionError", "h.pte", "file identifier", start + 4,
+                       "program version b'ET13' is not supported (expected b'ET12')")),
+            (b"EU12", ("CorruptError", "h.pte", "file identifier", start + 4,
+                       "file identifier is b'EU12', expected b'ET12'")),
+            (b"XT12", ("CorruptError", "h.pte", "file identifier", start + 4,
+                       "file identifier is b'XT12', expected b'ET12'"))):
+        p = _program_file(tmp_path, ident + bytes(8), start)
+        with Source(p) as s:
+            assert raises(read, s, start, s.size) == expected
+    p = _program_file(tmp_path, b"ET12" + bytes(8), start)
+    with Source(p) as s:
+        for n in (0, 7):
+            assert raises(read, s, start, start + n) == (
+                "TruncatedError", "h.pte", "program header", start,
+                f"{n} bytes is too short for a program (needs 8)")
+        for n in (8, 11, 12):  # no room for (or no) extended header
+            assert read(s, start, start + n) == (None, n, None, 0)
+
+
+@pytest.mark.parametrize("start", [0, 16])
+def test_read_header_valid(tmp_path, start):
+    read = pte_header.read_header
+    p = _program_file(tmp_path, b"ET12" + _eh(32, 64, 128, 72), start, start + 200)
+    with Source(p) as s:
+        span = read(s, start, start + 200)
+        eh = span.header
+        assert (eh.length, eh.program_size, eh.segment_base_offset, eh.segment_data_size) == (
+            32, 64, 128, 72)
+        assert span[1:] == (64, start + 128, 72)
+        assert repr(eh) == ("ExtendedHeader(length=32, program_size=64, segment_base_offset=128, "
+                            "segment_data_size=72)")
+        assert eh.OFFSET == 8 and eh.EXPECTED_MAGIC == b"eh00"
+        assert read(s, start, start + 201)[1:] == (64, start + 128, 72)
+    # the limits, each exactly met
+    for body, total, want in (
+            (_eh(32, 200, 200, 0), 200, (200, start + 200, 0)),  # base == size == program_size
+            (_eh(32, 40, 128, 72), 200, (40, start + 128, 72)),  # the smallest program_size
+            (_eh(24, 32, 100), 200, (32, start + 100, 100)),  # no segment_data_size: the rest
+            (_eh(56, 64, 64, 3), 200, (64, start + 64, 3)),  # length == program_size - 8
+            (_eh(32, 64, 0), 200, (64, None, 0)),  # no segments
+    ):
+        p = _program_file(tmp_path, b"ET12" + body, start, start + total)
+        with Source(p) as s:
+            span = read(s, start, start + total)
+            assert span[1:] == want, body
+    p = _program_file(tmp_path, b"ET12" + _eh(24, 32, 100), start, start + 200)
+    with Source(p) as s:
+        assert read(s, start, start + 200).header.segment_data_size is None
+    p = _program_file(tmp_path, b"ET12" + b"eh01" + bytes(28), start, start + 100)
+    with Source(p) as s:
+        assert read(s, start, start + 100) == (None, 100, None, 0)
+
+
+@pytest.mark.parametrize("start", [0, 16])
+@pytest.mark.parametrize("body,total,expected", [
+    (_eh(23, 64, 128, 1), 200, ("CorruptError", "extended header (eh00)", 12,
+                                "length 23 is shorter than the minimum 24")),
+    (_eh(0, 64, 128, 1), 200, ("CorruptError", "extended header (eh00)", 12,
+                               "length 0 is shorter than the minimum 24")),
+    (_eh(32, 201, 128, 1), 200, ("OutOfBoundsError", "extended header (eh00) program_size", 16,
+                                 "program_size 0xc9 is outside the file (size 0xc8)")),
+    (_eh(32, 39, 128, 1), 200, ("OutOfBoundsError", "extended header (eh00) program_size", 16,
+                                "program_size 39 is smaller than the header itself")),
+    (_eh(24, 31, 128), 200, ("OutOfBoundsError", "extended header (eh00) program_size", 16,
+                             "program_size 31 is smaller than the header itself")),
+    (_eh(57, 64, 128, 1), 200, ("CorruptError", "extended header (eh00) length", 12,
+                                "length 57 runs past program_size 64")),
+    (_eh(32, 64, 63, 1), 200, ("OutOfBoundsError", "extended header (eh00) segment_base_offset", 24,
+                               "segment_base_offset 0x3f lies inside the program flatbuffer")),
+    (_eh(32, 64, 201, 0), 200, ("OutOfBoundsError", "extended header (eh00) segment_base_offset",
+                                24, "segment_base_offset 0xc9 lies past the end of the file "
+                                    "(size 0xc8)")),
+    (_eh(32, 64, 128, 73), 200, ("TruncatedError", "extended header (eh00) segment_data_size", 32,
+                                 "segment data (0x80 + 0x49) runs past the end of the file "
+                                 "(size 0xc8)")),
+])
+def test_read_header_errors(tmp_path, start, body, total, expected):
+    p = _program_file(tmp_path, b"ET12" + body, start, start + total)
+    with Source(p) as s:
+        cls, structure, off, detail = expected
+        assert raises(pte_header.read_header, s, start, start + total) == (
+            cls, "h.pte", structure, start + off, detail)
+
+
+def test_extended_header_read_truncated(tmp_path):
+    p = _program_file(tmp_path, b"ET12eh00" + struct.pack("<I", 32) + bytes(10), 0)
+    with Source(p) as s:
+        assert raises(pte_header.ExtendedHeader.read, s) == (
+            "TruncatedError", "h.pte", "extended header (eh00)", 8,
+            f"32 bytes run past the end (size 0x{s.size:x})")
+    p = _program_file(tmp_path, b"ET12eh0", 0)
+    with Source(p) as s:
+        assert pte_header.ExtendedHeader.read(s) is None
+    p = _program_file(tmp_path, b"ET12eh00" + struct.pack("<I", 24) + bytes(16), 0)
+    with Source(p) as s:
+        eh = pte_header.ExtendedHeader.read(s)
+        assert (eh.length, eh.segment_data_size) == (24, None)
+    p = _program_file(tmp_path, b"ET12eh00" + struct.pack("<I", 100) + bytes(24), 0)
+    with Source(p) as s:  # a long header: only its first 32 bytes need to be there
+        assert pte_header.ExtendedHeader.read(s).length == 100
+
+
+# =============================================================================================
+# workbench.formats.pte.tensors: placement rules (TensorReader.place), both paths
+# =============================================================================================
+class _T:
+    """A stand-in for the Tensor table of the scalar path (place() reads .path and .pos)."""
+    path = "P.values[3].val"
+    pos = 0x123
+
+
+def _reader(**kw):
+    from workbench.formats.pte.tensors import Span, Subsegment, TensorReader
+
+    args = dict(file="/x/m.pte", end=1000, vec=None,
+                constant_segment=Subsegment(2, [0, 16, 64], 100),
+                constant_buffer=[Span(0, 0), Span(500, 12)],
+                mutable_segments=[Subsegment(1, [0, 8], 300), Subsegment(0, [0, 0, 40], 600)])
+    args.update(kw)
+    conv = {"constant_segment": lambda v: v if v is None or (isinstance(v, tuple) and hasattr(
+        v, "base")) else Subsegment(*v)}
+    for k, f in conv.items():
+        args[k] = f(args[k])
+    args["constant_buffer"] = [Span(*s) for s in args["constant_buffer"]]
+    args["mutable_segments"] = [Subsegment(*s) for s in args["mutable_segments"]]
+    return TensorReader(**args)
+
+
+def _place(reader, *a, scalar=True):
+    return reader.place(*a, _T() if scalar else None)
+
+
+# (code, sizes, dbi, mem_id, mem_off, location, mutable_idx) -> Placement
+@pytest.mark.parametrize("args,want", [
+    ((6, (2, 3), 1, None, None, 0, None), (24, "segment", 116, 2)),
+    ((6, (2, 3), 2, None, None, 0, None), (24, "segment", 164, 2)),
+    ((4, (), 2, None, None, 0, None), (8, "segment", 164, 2)),
+    ((6, (2, 3), 0, None, None, 0, None), (24, "unallocated", None, None)),
+    ((6, (2, 3), 0, 1, 64, 0, None), (24, "planned", None, None)),
+    ((6, (2, 3), 1, 1, 64, 0, None), (24, "mutable", 308, 1)),
+    ((6, (2, 3), 1, 1, 64, 0, 0), (24, "mutable", 308, 1)),
+    ((6, (2, 3), 2, 1, 64, 0, 1), (24, "mutable", 640, 0)),
+    ((6, (2, 3), 2, None, None, 1, None), (24, "external", None, None)),
+    ((6, (2, 3), 0, 1, 64, 1, 5), (24, "external", None, None)),
+    ((0, (0, 5), 1, None, None, 0, None), (0, "segment", 116, 2)),
+    ((6, (2, 3), 0, 1, 2**62 - 1, 0, None), (24, "planned", None, None)),
+])
+def test_place(args, want):
+    r = _reader()
+    for scalar in (True, False):
+        assert tuple(_place(r, *args, scalar=scalar)) == want
+
+
+def test_place_inline_and_no_mutable_segments():
+    r = _reader(constant_segment=None, mutable_segments=[])
+    assert tuple(_place(r, 1, (12,), 1, None, None, 0, None)) == (12, "inline", 500, None)
+    assert tuple(_place(r, 6, (2, 3), 1, 0, 8, 0, 3)) == (24, "planned", None, None)
+    r = _reader(constant_segment=(2, [], 100))  # a constant segment without offsets: inline
+    assert tuple(_place(r, 1, (12,), 1, None, None, 0, None)) == (12, "inline", 500, None)
+
+
+@pytest.mark.parametrize("kw,args,want", [
+    ({}, (6, (2**31, 2**31, 2), 0, None, None, 0, None),
+     ("CorruptError", "P.values[3].val.sizes",
+      f"sizes [2147483648, 2147483648, 2] claim {2**65} bytes")),
+    ({}, (6, (2, 3), 0, 0, 2**62, 0, None),
+     ("CorruptError", "P.values[3].val.allocation_info",
+      f"memory offset 0x{2**62:x} is beyond any possible arena")),
+    ({}, (6, (2, 3), 1, 0, 0, 0, 2),
+     ("OutOfBoundsError", "P.values[3].val.extra_tensor_info",
+      "mutable_data_segments_idx 2 is out of range (2 entries)")),
+    ({}, (6, (2, 3), 2, 0, 0, 0, 0),
+     ("OutOfBoundsError", "P.values[3].val.data_buffer_idx",
+      "data_buffer_idx 2 is out of range (2 mutable_data_segments offsets)")),
+    ({}, (6, (2, 3), 3, None, None, 0, None),
+     ("OutOfBoundsError", "P.values[3].val.data_buffer_idx",
+      "data_buffer_idx 3 is out of range (3 constant_segment offsets)")),
+    ({"constant_segment": None}, (6, (2, 3), 2, None, None, 0, None),
+     ("OutOfBoundsError", "P.values[3].val.data_buffer_idx",
+      "data_buffer_idx 2 is out of range (2 constant buffers)")),
+    ({"end": 663}, (6, (2, 3), 2, 1, 0, 0, 1),
+     ("OutOfBoundsError", "P.values[3].val data",
+      "24 bytes of tensor data at 0x280 run past the end of the file (size 0x297)")),
+    ({"end": 187}, (6, (2, 3), 2, None, None, 0, None),
+     ("OutOfBoundsError", "P.values[3].val data",
+      "24 bytes of tensor data at 0xa4 run past the end of the file (size 0xbb)")),
+])
+def test_place_errors(kw, args, want):
+    r = _reader(**kw)
+    cls, structure, detail = want
+    data = structure.endswith(" data")
+    e = raises(_place, r, *args)
+    off = e[3]
+    assert e == (cls, "m.pte", structure, off if data else 0x123, detail)
+    with pytest.raises(SlowPath) as ei:  # the fast path: the same text, for the scalar path
+        _place(r, *args, scalar=False)
+    at = f" at 0x{off:x}" if data else ""
+    assert str(ei.value) == f"m.pte: {structure.replace('P.values[3].val', 'Tensor')}{at}: {detail}"
+
+
+def test_place_error_offsets():
+    r = _reader(end=187)
+    assert raises(_place, r, 6, (2, 3), 2, None, None, 0, None)[3] == 164
+    assert raises(_place, r, 6, (2, 3), 3, None, None, 0, None)[3] == 0x123
+    r = _reader(constant_segment=None)
+    assert raises(_place, r, 1, (13,), 1, None, None, 0, None) == (
+        "OutOfBoundsError", "m.pte", "Program.constant_buffer[1]", 500,
+        "13 bytes of tensor data do not fit the 12-byte buffer")
+    r = _reader(constant_segment=None, end=511)
+    assert raises(_place, r, 1, (12,), 1, None, None, 0, None)[2:] == (
+        "P.values[3].val data", 500,
+        "12 bytes of tensor data at 0x1f4 run past the end of the file (size 0x1ff)")
+    assert tuple(_reader(constant_segment=None, end=512).place(1, (12,), 1, None, None, 0,
+                                                               None, None)) == (
+        12, "inline", 500, None)
+
+
+# =============================================================================================
+# .pte programs: frames against ExecuTorch's reading, on both paths; programs edited with
+# ExecuTorch's own schema and serializer (tests/variants.py)
+# =============================================================================================
+SAMPLES = pathlib.Path(__file__).resolve().parents[1] / "sample_models"
+PTE_SAMPLES = sorted(p.name for p in SAMPLES.glob("*.pte"))
+
+
+def frames_both(path, monkeypatch, names=None) -> dict:
+    """The frames of ``path`` read on the fast and on the scalar path: asserted equal."""
+    from test_pte_paths import assert_same_frames
+
+    from workbench.formats.pte import program as pte_program
+
+    out = []
+    for fast in (True, False):
+        monkeypatch.setattr(pte_program, "FAST", fast)
+        art = wb.open(path, data=[])
+        try:
+            out.append({n: art.frames[n] for n in (names or art.frames)})
+        finally:
+            art.close()
+    assert_same_frames(out[0], out[1], str(path))
+    return out[0]
+
+
+def open_error_both(path, monkeypatch) -> tuple:
+    """The error opening ``path`` gives on both paths (asserted equal)."""
+    from workbench.formats.pte import program as pte_program
+
+    got = []
+    for fast in (True, False):
+        monkeypatch.setattr(pte_program, "FAST", fast)
+        got.append(raises(lambda: wb.open(path, data=[]).frames["tensors"]))
+    assert got[0] == got[1]
+    return got[0]
+
+
+@pytest.fixture(scope="module")
+def et():
+    pytest.importorskip("executorch.exir._serialize._program",
+                        reason="executorch (the oracle) is not installed")
+    import variants
+    from executorch.exir import schema
+
+    return schema, variants
+
+
+def build(et, tmp_path, edit, sample="mlp_portable.pte", name="built.pte"):
+    """``sample`` taken apart by ExecuTorch, ``edit(program, blobs)`` applied (it may return new
+    blobs), written again with ExecuTorch's serializer."""
+    _, variants = et
+    program, blobs = variants.split((SAMPLES / sample).read_bytes())
+    new = edit(program, blobs)
+    p = tmp_path / name
+    p.write_bytes(variants.assemble(program, blobs if new is None else new))
+    return p
+
+
+def _storage_of(oracle, prog, t) -> str:
+    if prog.is_external(t):
+        return "external"
+    if t.allocation_info is not None:
+        return "mutable" if t.data_buffer_idx and prog.program.mutable_data_segments else "planned"
+    if not t.data_buffer_idx:
+        return "unallocated"
+    cs = prog.program.constant_segment
+    return "segment" if cs is not None and cs.offsets else "inline"
+
+
+def expected_summary(oracle, prog, ev) -> str:
+    """The values frame's summary text of one EValue (the documented rendering)."""
+    v = ev.val
+    kind = type(v).__name__
+    if kind == "Int":
+        return str(v.int_val)
+    if kind == "Bool":
+        return str(bool(v.bool_val))
+    if kind == "Double":
+        return repr(float(v.double_val))
+    if kind == "String":
+        s = v.string_val
+        return repr(s[:60] + ("..." if len(s) > 60 else ""))
+    if kind == "Tensor":
+        shape = "x".join(str(d) for d in v.sizes) or "scalar"
+        return f"{oracle.dtype_name(v.scalar_type)}[{shape}] {_storage_of(oracle, prog, v)}"
+    if kind in ("IntList", "DoubleList", "BoolList", "TensorList", "OptionalTensorList"):
+        items = list(v.items)
+        show = {"BoolList": lambda x: str(bool(x)), "DoubleList": lambda x: repr(float(x))}.get(
+            kind, str)
+        body = ", ".join(show(x) for x in items[:16])
+        return f"[{body}{f', ... ({len(items)} items)' if len(items) > 16 else ''}]"
+    return ""
+
+
+VALUE_TYPE_NAMES = {"Null": "Null", "Int": "Int", "Bool": "Bool", "Double": "Double",
+                    "Tensor": "Tensor", "String": "String", "IntList": "IntList",
+                    "DoubleList": "DoubleList", "BoolList": "BoolList",
+                    "TensorList": "TensorList", "OptionalTensorList": "OptionalTensorList"}
+
+
+def check_program_frames(frames, oracle, path):
+    """methods, values, operators and delegates frames: every column, from the oracle."""
+    prog = oracle.read(path)
+    plans = prog.program.execution_plan
+    methods = frames["methods"]
+    assert list(methods["method"]) == [p.name for p in plans]
+    assert list(methods["index"]) == list(range(len(plans)))
+    for k, plan in enumerate(plans):
+        row = methods.iloc[k]
+        ins = [i for c in plan.chains for i in c.instructions]
+        kinds = [type(i.instr_args).__name__ for i in ins]
+        tensors = [ev.val for ev in plan.values if type(ev.val).__name__ == "Tensor"]
+        constant = sum(prog.nbytes(t) for t in tensors
+                       if _storage_of(oracle, prog, t) in ("segment", "inline", "external"))
+        sizes = list(plan.non_const_buffer_sizes)
+        assert {c: row[c] for c in methods.columns} == {
+            "method": plan.name, "index": k, "values": len(plan.values), "tensors": len(tensors),
+            "inputs": len(plan.inputs), "outputs": len(plan.outputs), "chains": len(plan.chains),
+            "instructions": len(ins), "kernel_calls": kinds.count("KernelCall"),
+            "delegate_calls": kinds.count("DelegateCall"), "operators": len(plan.operators),
+            "delegates": len(plan.delegates), "planned_buffers": max(len(sizes) - 1, 0),
+            "planned_bytes": sum(sizes[1:]), "constant_bytes": constant,
+            "constant_method": len(ins) == 0}, (path.name, plan.name)
+    values = frames["values"]
+    want = [(p.name, v, type(ev.val).__name__, expected_summary(oracle, prog, ev),
+             v in p.inputs, v in p.outputs) for p in plans for v, ev in enumerate(p.values)]
+    got = list(zip(values["method"].astype(object), values["value"], values["type"].astype(object),
+                   values["summary"], values["is_input"], values["is_output"]))
+    assert got == want
+    assert list(values.columns) == ["method", "value", "type", "summary", "is_input", "is_output"]
+    ops = frames["operators"]
+    want = []
+    for p in plans:
+        uses = [i.instr_args.op_index for c in p.chains for i in c.instructions
+                if type(i.instr_args).__name__ == "KernelCall"]
+        for k, o in enumerate(p.operators):
+            want.append((p.name, k, o.name, o.overload or "",
+                         f"{o.name}.{o.overload}" if o.overload else o.name, uses.count(k)))
+    assert [tuple(r) for r in ops[["method", "index", "name", "overload", "op", "uses"]]
+            .itertuples(index=False)] == want
+    dels = frames["delegates"]
+    want = []
+    for p in plans:
+        calls = [i.instr_args.delegate_index for c in p.chains for i in c.instructions
+                 if type(i.instr_args).__name__ == "DelegateCall"]
+        for k, d in enumerate(p.delegates):
+            ref = d.processed
+            if int(ref.location) == 1:
+                off, size = prog.segment_abs(ref.index)
+                loc = "segment"
+            else:
+                loc, off, size = "inline", None, len(prog.program.backend_delegate_data[ref.index].data)
+            want.append((p.name, k, d.id, loc, ref.index, size, ", ".join(s.key for s in d.compile_specs),
+                         calls.count(k), off))
+    got = [(r.method, r.index, r.id, r.location, r.data_index, r.size, r.compile_specs, r.calls,
+            r.offset if r.location == "segment" else None) for r in dels.itertuples(index=False)]
+    assert got == want
+    for r in dels.itertuples(index=False):
+        assert r.file == str(path) and r.align == _align_of(r.offset)
+        if r.location == "inline":
+            assert bytes(pathlib.Path(path).read_bytes()[r.offset:r.offset + r.size]) == bytes(
+                prog.program.backend_delegate_data[r.data_index].data)
+
+
+def _align_of(off: int) -> int:
+    return off & -off if off else 1 << 62
+
+
+@pytest.mark.parametrize("name", PTE_SAMPLES)
+def test_program_frames_match_the_oracle(name, oracle, monkeypatch):
+    path = SAMPLES / name
+    frames = frames_both(path, monkeypatch, ["methods", "values", "operators", "delegates"])
+    check_program_frames(frames, oracle, path)
+
+
+@pytest.mark.parametrize("variant", ["inline_delegate", "two_mutable", "inline_constant_buffer"])
+def test_variant_frames_match_the_oracle(variant, pte_variant, oracle, monkeypatch):
+    path = pte_variant(variant)
+    frames = frames_both(path, monkeypatch, ["methods", "values", "operators", "delegates"])
+    check_program_frames(frames, oracle, path)
+
+
+def _extra_values(S):
+    long = "é" * 61
+    return [S.EValue(S.Int(-7)), S.EValue(S.Int(2**40)), S.EValue(S.Int(-7)),
+            S.EValue(S.Bool(True)), S.EValue(S.Bool(False)), S.EValue(S.Double(0.0)),
+            S.EValue(S.Double(-0.0)), S.EValue(S.Double(0.1)), S.EValue(S.Double(-2.5e300)),
+            S.EValue(S.String("")), S.EValue(S.String("a" * 60)), S.EValue(S.String("b" * 61)),
+            S.EValue(S.String(long)), S.EValue(S.String("q'\"\n")), S.EValue(S.Null()),
+            S.EValue(S.IntList([])), S.EValue(S.IntList(list(range(16)))),
+            S.EValue(S.IntList(list(range(100, 117)))), S.EValue(S.IntList([-1, 2**40])),
+            S.EValue(S.DoubleList([0.5, -0.0, 1e-300])), S.EValue(S.DoubleList([0.25] * 17)),
+            S.EValue(S.BoolList([True, False, True])), S.EValue(S.BoolList([False] * 20)),
+            S.EValue(S.TensorList([0, 1])), S.EValue(S.OptionalTensorList([0, -1, 2])),
+            S.EValue(S.TensorList(list(range(18))))]
+
+
+def test_value_summaries(et, tmp_path, oracle, monkeypatch):
+    S, _ = et
+
+    def edit(program, blobs):
+        program.execution_plan[0].values.extend(_extra_values(S))
+
+    path = build(et, tmp_path, edit)
+    frames = frames_both(path, monkeypatch, ["methods", "values", "operators", "delegates"])
+    check_program_frames(frames, oracle, path)
+    summary = frames["values"]["summary"].tolist()
+    assert summary[-26:-20] == ["-7", "1099511627776", "-7", "True", "False", "0.0"]
+    assert summary[-18] == "-2.5e+300" and summary[-19] == "0.1"
+    assert summary[-17:-13] == ["''", repr("a" * 60), repr("b" * 60 + "..."), repr("é" * 60 + "...")]
+    assert summary[-11] == "[]" and summary[-9] == "[100, 101, 102, 103, 104, 105, 106, 107, 108, " \
+        "109, 110, 111, 112, 113, 114, 115, ... (17 items)]"
+    assert summary[-4] == "[False, False, False, False, False, False, False, False, False, False, " \
+        "False, False, False, False, False, False, ... (20 items)]"
+    assert summary[-7] in ("[0.5, -0.0, 1e-300]", "[0.5, 0.0, 1e-300]")  # the writer's sign of 0
+
+
+def _frames_walks(path, monkeypatch, names):
+    """``frames_both`` with the instruction walk vectorised and per instruction (equal)."""
+    from test_pte_paths import assert_same_frames
+
+    from workbench.formats.pte import instructions
+
+    a = frames_both(path, monkeypatch, names)
+    with monkeypatch.context() as m:
+        m.setattr(instructions.InstructionColumns, "_walk", lambda self, mi: None)
+        b = frames_both(path, monkeypatch, names)
+    assert_same_frames(a, b, f"{path} (walks)")
+    return a
+
+
+def _instruction_program(S):
+    """mlp_portable plus a method with no values and no chains, and one with every
+    instruction kind (Move, JumpFalse, Free, a kernel call, a delegate call of no delegate)."""
+
+    def edit(program, blobs):
+        base = program.execution_plan[0]
+        meta = base.container_meta_type
+        program.execution_plan.append(S.ExecutionPlan(
+            name="empty", container_meta_type=meta, values=[], inputs=[], outputs=[], chains=[],
+            operators=[], delegates=[], non_const_buffer_sizes=[]))
+        ins = [S.Instruction(S.MoveCall(0, 1)), S.Instruction(S.JumpFalseCall(2, 4)),
+               S.Instruction(S.FreeCall(1)), S.Instruction(S.KernelCall(1, [0, 2, 3])),
+               S.Instruction(S.DelegateCall(0, [3, 0]))]
+        program.execution_plan.append(S.ExecutionPlan(
+            name="kinds", container_meta_type=meta,
+            values=[S.EValue(S.Int(1)), S.EValue(S.Int(2)), S.EValue(S.Bool(True)),
+                    S.EValue(S.Null())],
+            inputs=[0], outputs=[3],
+            chains=[S.Chain(inputs=[], outputs=[], instructions=ins[:3], stacktrace=None),
+                    S.Chain(inputs=[], outputs=[], instructions=[], stacktrace=None),
+                    S.Chain(inputs=[], outputs=[], instructions=ins[3:], stacktrace=None)],
+            operators=[S.Operator("aten::add", "out"), S.Operator("aten::relu", "")],
+            delegates=[], non_const_buffer_sizes=[0, 16]))
+
+    return edit
+
+
+INS_COLUMNS = ["method", "chain", "instruction", "position", "kind", "op_index", "op", "operator",
+               "overload", "delegate_index", "delegate", "args", "reads", "writes",
+               "destination", "table_offset"]
+
+
+def test_instruction_kinds_and_empty_methods(et, tmp_path, oracle, monkeypatch):
+    S, _ = et
+    path = build(et, tmp_path, _instruction_program(S))
+    frames = _frames_walks(path, monkeypatch, ["methods", "values", "operators", "delegates",
+                                                "instructions", "lifetimes", "memory_efficiency"])
+    check_program_frames(frames, oracle, path)
+    ins = frames["instructions"]
+    assert list(ins.columns) == INS_COLUMNS
+    assert str(ins["table_offset"].dtype) == "int64"
+    kinds = ins[ins["method"] == "kinds"]
+    assert kinds["chain"].tolist() == [0, 0, 0, 2, 2]
+    assert kinds["instruction"].tolist() == [0, 1, 2, 0, 1]
+    assert kinds["position"].tolist() == [0, 1, 2, 3, 4]
+    assert kinds["kind"].astype(str).tolist() == ["move", "jump_false", "free", "kernel", "delegate"]
+    assert kinds["op_index"].tolist()[3] == 1 and kinds["op_index"].isna().tolist() == [
+        True, True, True, False, True]
+    assert kinds["op"].tolist()[3] == "aten::relu" and kinds["operator"].tolist()[3] == "aten::relu"
+    assert kinds["overload"].tolist()[3] == ""
+    assert kinds["delegate_index"].tolist()[4] == 0 and kinds["delegate"].isna().all()
+    assert kinds["args"].tolist() == [(0, 1), (2,), (1,), (0, 2, 3), (3, 0)]
+    assert kinds["destination"].isna().tolist() == [True, False, True, True, True]
+    assert kinds["destination"].tolist()[1] == 4
+    assert kinds["reads"].tolist()[:3] == [(0,), (2,), ()]
+    assert kinds["writes"].tolist()[:3] == [(1,), (), ()]
+    # the Instruction tables, found with the verifying reader
+    with Source(path) as s:
+        fb = FlatBuffer(s, 0, s.size, identifier=b"ET12", name="Program")
+        plan = fb.root("Program").tables(1)[2]
+        want = [i.pos for c in plan.tables(5) for i in c.tables(2)]
+    assert kinds["table_offset"].tolist() == want
+    methods = frames["methods"].set_index("method")
+    assert methods.loc["empty", "constant_method"] and methods.loc["empty", "values"] == 0
+    assert methods.loc["kinds", "planned_buffers"] == 1 and methods.loc["kinds", "planned_bytes"] == 16
+
+
+def test_method_internals_have_documented_dtypes(et, tmp_path, monkeypatch):
+    """The records of every method (with and without tensors or values) on both paths."""
+    from workbench.formats.pte import program as pte_program
+
+    S, _ = et
+    path = build(et, tmp_path, _instruction_program(S))
+    for fast in (True, False):
+        monkeypatch.setattr(pte_program, "FAST", fast)
+        with wb.open(path, data=[]) as art:
+            cols = art._parsed.builders["values"].__self__
+            icols = art._parsed.builders["instructions"].__self__
+            for m, rec in zip(cols.r.methods, icols.records):
+                assert m.vtypes.dtype == np.int64 and m.vpos.dtype == np.int64, (fast, m.name)
+                t = m.tensors
+                for name in ("value", "scalar_type", "shape_id", "nbytes", "offset", "segment",
+                             "data_buffer_idx", "mem_id", "mem_offset", "shape_dynamism"):
+                    assert getattr(t, name).dtype == np.int64, (fast, m.name, name)
+                assert t.storage.dtype == np.int8 and t.requires_grad.dtype == np.bool_
+                for name in ("fqn", "shape", "dim_order"):
+                    assert getattr(t, name).dtype == object
+                for name in ("chain", "instruction", "kind", "index", "flat", "count",
+                             "destination", "table_offset"):
+                    assert getattr(rec, name).dtype == np.int64, (fast, m.name, name)
+                assert len(rec.args) == len(rec.count)
