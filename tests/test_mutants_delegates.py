@@ -27,6 +27,8 @@ from workbench.errors import (
 from workbench.formats.delegates import (
     Finding,
     SubSegment,
+    UnsupportedQuantizationError,
+    dequantize,
     inspect_blob,
     inspect_blobs,
 )
@@ -1141,3 +1143,185 @@ def test_coreml_reference_refusals():
     assert look(big, "CoreMLBackend").header["key"] == "k"
     fails(big + b" ", "CoreMLBackend", CorruptError, what, 4,
           f"reference JSON of {limit + 1} bytes is larger than {limit}")
+
+
+# -- dequantize ---------------------------------------------------------------------------------
+
+def _deq_fails(cls, detail, data, row, scales=None, *, file=None, offset=None,
+               name="tensor"):
+    with pytest.raises(wb.ArtifactError) as e:
+        dequantize(data, row, scales)
+    assert type(e.value) is cls, e.value
+    assert (e.value.file, e.value.structure, e.value.offset, e.value.detail) == (
+        file, f"delegate tensor {name}", offset, detail)
+    assert offset is None or type(e.value.offset) is int
+
+
+def _f32(*v) -> bytes:
+    return np.array(v, np.float32).tobytes()
+
+
+def _same_floats(got, expected) -> None:
+    assert got.dtype == np.float32
+    assert got.shape == np.asarray(expected).shape
+    assert got.tolist() == np.asarray(expected, np.float32).tolist()
+
+
+def test_unpack_int4_exact():
+    from workbench.formats.delegates.quant import unpack_int4
+
+    got = unpack_int4(bytes([0x9F, 0x08, 0x70, 0x21]), (2, 3))
+    assert got.dtype == np.int8 and got.shape == (2, 3)
+    assert got.tolist() == [[7, 1, 0], [-8, -1, -7]]
+    assert unpack_int4(bytes([0x0F]), ()).tolist() == 7 and unpack_int4(b"\x0f", ()).dtype == \
+        np.int8
+    one = unpack_int4(bytes([0x10, 0xFF]), (1, 2))  # extra bytes are not read
+    assert one.tolist() == [[-8, -7]] and one.dtype == np.int8
+    assert unpack_int4(bytes([0x10, 0x32]), (4,)).tolist() == [-8, -7, -6, -5]
+    assert unpack_int4(bytes([0x10, 0x32]), (2, 1, 1)).tolist() == [[[-8]], [[-6]]]
+
+
+def test_dequantize_plain_floats():
+    row = {"backend_dtype": "fp32", "shape": (2, 2), "quant": "none"}
+    got = dequantize(_f32(1, -2, 3.5, 4), row)
+    _same_floats(got, [[1, -2], [3.5, 4]])
+    assert got.flags.writeable
+    for kind in ("pfp32", "float32"):
+        _same_floats(dequantize(_f32(5), {"dtype": kind, "shape": (1,)}), [5])
+    for kind in ("fp16", "float16"):
+        _same_floats(dequantize(np.array([1.5, -2], np.float16).tobytes(),
+                                {"backend_dtype": kind, "shape": [2]}), [1.5, -2])
+    for kind in ("bf16", "bfloat16"):
+        _same_floats(dequantize(np.array([0x3FC0, 0xC000], np.uint16).tobytes(),
+                                {"backend_dtype": kind, "shape": (2,), "quant": None}),
+                     [1.5, -2])
+    # backend_dtype wins over dtype; numpy arrays of any dtype are their bytes
+    _same_floats(dequantize(np.array([2.0], np.float32), {"backend_dtype": "fp32",
+                                                          "dtype": "int8", "shape": (1,)}), [2])
+    _same_floats(dequantize(np.array([0x3F800000], np.uint32), {"dtype": "float32",
+                                                                "shape": ()}), 1.0)
+    _same_floats(dequantize(memoryview(_f32(7, 8)), {"dtype": "float32", "shape": (1, 2)}),
+                 [[7, 8]])
+    # longer data: only what the shape needs is read
+    _same_floats(dequantize(_f32(1, 2, 3), {"dtype": "float32", "shape": (2,)}), [1, 2])
+
+
+def test_dequantize_per_tensor():
+    row = {"backend_dtype": "qint8", "shape": (3,), "quant": "per_tensor", "scale": 0.5,
+           "zero_point": -2}
+    _same_floats(dequantize(np.array([0, 2, -128], np.int8).tobytes(), row), [1, 2, -63])
+    row = {"backend_dtype": "quint8", "shape": (2,), "quant": "per_tensor", "scale": 2.0}
+    _same_floats(dequantize(bytes([255, 1]), row), [510, 2])  # zero point 0 when absent
+    row = {"backend_dtype": "qint32", "shape": (1,), "quant": "per_tensor", "scale": 0.25,
+           "zero_point": 4}
+    _same_floats(dequantize(np.array([-100000], np.int32).tobytes(), row), [-25001])
+    row = {"backend_dtype": "uint8", "shape": (1,), "quant": "per_tensor", "scale": 1.0,
+           "zero_point": float("nan")}
+    _same_floats(dequantize(bytes([3]), row), [3])
+    _deq_fails(CorruptError, "per-tensor quantization without a scale", b"\0",
+               {"backend_dtype": "qint8", "shape": (1,), "quant": "per_tensor",
+                "scale": float("nan"), "name": "w", "file": "f.pte", "offset": np.int64(8)},
+               file="f.pte", offset=8, name="w")
+
+
+def test_dequantize_per_channel():
+    q = np.array([[1, -2, 3], [4, 5, -6]], np.int8).tobytes()
+    row = {"backend_dtype": "qcint8", "shape": (2, 3), "quant": "per_channel",
+           "channel_dim": 0, "scale_dtype": "float32"}
+    _same_floats(dequantize(q, row, _f32(0.5, 2)), [[0.5, -1, 1.5], [8, 10, -12]])
+    row = dict(row, channel_dim=1, scale_dtype=None)  # float32 when absent
+    _same_floats(dequantize(q, row, _f32(1, 10, 100)), [[1, -20, 300], [4, 50, -600]])
+    row = dict(row, channel_dim=None)  # channel_dim 0 when absent
+    _same_floats(dequantize(q, row, np.array([1, 2], np.float32)), [[1, -2, 3], [8, 10, -12]])
+    bf = np.array([0x3F80, 0x4000], np.uint16).tobytes()
+    row = dict(row, channel_dim=0, scale_dtype="bfloat16")
+    _same_floats(dequantize(q, row, memoryview(bf)), [[1, -2, 3], [8, 10, -12]])
+    row = {"backend_dtype": "qcint32", "shape": (2,), "quant": "per_channel",
+           "channel_dim": 0}
+    _same_floats(dequantize(np.array([3, -3], np.int32).tobytes(), row, _f32(2, 3)), [6, -9])
+    row = {"backend_dtype": "qcint4", "shape": (2, 3), "quant": "per_channel",
+           "channel_dim": 0}
+    _same_floats(dequantize(bytes([0x9F, 0x08, 0x70, 0x21]), row, _f32(1, 2)),
+                 [[7, 1, 0], [-16, -2, -14]])
+
+
+def test_dequantize_groupwise():
+    row = {"backend_dtype": "qbint4", "shape": (2, 3), "quant": "per_channel_group",
+           "channel_dim": 0, "group_size": 2, "scale_dtype": "bfloat16"}
+    s = np.array([0x3F80, 0x4000, 0x4040, 0x4080], np.uint16).tobytes()  # 1, 2, 3, 4
+    _same_floats(dequantize(bytes([0x9F, 0x08, 0x70, 0x21]), row, s),
+                 [[7, 1, 0], [-24, -3, -28]])
+    row = dict(row, scale_dtype="float32", group_size=3)
+    _same_floats(dequantize(bytes([0x9F, 0x08, 0x70, 0x21]), row, _f32(2, -1)),
+                 [[14, 2, 0], [8, 1, 7]])
+
+
+def test_dequantize_refusals():
+    base = {"name": "w", "file": "f.pte", "offset": 64}
+    loc = {"file": "f.pte", "offset": 64, "name": "w"}
+    for kind, quant, text in (
+            ("qdint8", "per_token_dynamic", "cannot dequantize qdint8 tensor with "
+             "per_token_dynamic quantization (dynamically quantized: no stored values)"),
+            ("qint8", "per_token_dynamic", "cannot dequantize qint8 tensor with "
+             "per_token_dynamic quantization (dynamically quantized: no stored values)"),
+            ("qpint8", "none", "cannot dequantize qpint8 tensor with none quantization"),
+            ("int64", "per_tensor", "cannot dequantize int64 tensor with per_tensor "
+             "quantization"),
+            ("", None, "cannot dequantize an untyped tensor with none quantization")):
+        _deq_fails(UnsupportedQuantizationError, text, b"\0" * 8,
+                   dict(base, backend_dtype=kind, shape=(1,), quant=quant), **loc)
+    _deq_fails(UnsupportedQuantizationError, "cannot dequantize an untyped tensor with none "
+               "quantization", b"", {})
+    for kind in ("qint8", "int8", "uint8", "int32", "qcint8"):
+        _deq_fails(UnsupportedQuantizationError, f"{kind} tensor has no quantization "
+                   "parameters", b"\0" * 4, dict(base, backend_dtype=kind, shape=(1,)), **loc)
+    _deq_fails(UnsupportedQuantizationError, "quantization 'per_block' is not handled",
+               b"\0", dict(base, backend_dtype="qint8", shape=(1,), quant="per_block"), **loc)
+    for kind, shape, need, have in (("fp32", (2, 3), 24, 23), ("bf16", (3,), 6, 5),
+                                    ("qcint4", (2, 3), 4, 3), ("qbint4", (3,), 2, 1),
+                                    ("qbint4", (), 1, 0), ("qint32", (2,), 8, 7)):
+        _deq_fails(CorruptError, f"{have} bytes given, the {kind} tensor of shape {list(shape)} "
+                   f"needs {need}", b"\0" * have,
+                   dict(base, backend_dtype=kind, shape=shape, quant="per_channel"), **loc)
+    pc = dict(base, backend_dtype="qcint8", shape=(2, 2), quant="per_channel")
+    _deq_fails(UnsupportedQuantizationError, "per-channel quantization needs the scale bytes "
+               "(scale_file / scale_offset)", b"\0" * 4, pc, **loc)
+    _deq_fails(UnsupportedQuantizationError, "scale dtype 'float16' is not handled", b"\0" * 4,
+               dict(pc, scale_dtype="float16"), b"\0" * 4, **loc)
+    for cd in (2, -1):
+        _deq_fails(CorruptError, f"channel_dim {cd} is not a dimension of shape [2, 2]",
+                   b"\0" * 4, dict(pc, channel_dim=cd), _f32(1, 1), **loc)
+    _deq_fails(CorruptError, "channel_dim 0 is not a dimension of shape []", b"\0",
+               dict(pc, shape=()), _f32(1), **loc)
+    _deq_fails(CorruptError, "3 scales for 2 channels (dim 1 of [2, 2])", b"\0" * 4,
+               dict(pc, channel_dim=1), _f32(1, 1, 1), **loc)
+    g = dict(base, backend_dtype="qbint4", shape=(2, 4), quant="per_channel_group",
+             channel_dim=0, group_size=2, scale_dtype="float32")
+    for over, text in (({"shape": (8,)}, "groupwise quantization of shape [8] with channel_dim "
+                        "0 and group size 2 is not handled (expected 2-D weights, channel_dim 0)"),
+                       ({"channel_dim": 1}, "groupwise quantization of shape [2, 4] with "
+                        "channel_dim 1 and group size 2 is not handled (expected 2-D weights, "
+                        "channel_dim 0)"),
+                       ({"group_size": 0}, "groupwise quantization of shape [2, 4] with "
+                        "channel_dim 0 and group size 0 is not handled (expected 2-D weights, "
+                        "channel_dim 0)"),
+                       ({"group_size": None}, "groupwise quantization of shape [2, 4] with "
+                        "channel_dim 0 and group size 0 is not handled (expected 2-D weights, "
+                        "channel_dim 0)")):
+        _deq_fails(UnsupportedQuantizationError, text, b"\0" * 8, dict(g, **over),
+                   _f32(1, 1, 1, 1), **loc)
+    _deq_fails(CorruptError, "3 scales for 2 rows x 2 groups of 2", b"\0" * 8, g, _f32(1, 1, 1),
+               **loc)
+
+
+def test_dequantize_reads_pandas_rows():
+    pd = pytest.importorskip("pandas")
+    row = pd.Series({"name": "t", "backend_dtype": "qint8", "dtype": "int8", "shape": (2,),
+                     "quant": "per_tensor", "scale": 0.5, "zero_point": pd.NA,
+                     "file": "x.pte", "offset": pd.NA})
+    _same_floats(dequantize(np.array([4, -4], np.int8), row), [2, -2])
+    _deq_fails(CorruptError, "1 bytes given, the qint8 tensor of shape [2] needs 2", b"\0",
+               row, file="x.pte", name="t")
+    # a row without names (a plain sequence) reads as all missing
+    _deq_fails(UnsupportedQuantizationError, "cannot dequantize an untyped tensor with none "
+               "quantization", b"", [1, 2])
