@@ -23,6 +23,7 @@ from workbench.errors import (
     CorruptError,
     OutOfBoundsError,
     TruncatedError,
+    UnsupportedVersionError,
 )
 from workbench.formats.delegates import (
     Finding,
@@ -1325,3 +1326,232 @@ def test_dequantize_reads_pandas_rows():
     # a row without names (a plain sequence) reads as all missing
     _deq_fails(UnsupportedQuantizationError, "cannot dequantize an untyped tensor with none "
                "quantization", b"", [1, 2])
+
+
+# -- Vulkan (graphs written by flatc from ExecuTorch's schema.fbs) ---------------------------------
+
+VK_SCHEMA = "backends/vulkan/serialization/schema.fbs"
+NAMED = (1 << 64) - 1
+
+
+def _vk_doc() -> dict:
+    def tensor(dt, dims, cid=-1):
+        return {"value_type": "VkTensor", "value": {"datatype": dt, "dims": dims,
+                                                    "constant_id": cid, "mem_obj_id": 3}}
+
+    return {"version": "v1",
+            "chain": [{"node_id": 7, "name": "aten.add.Tensor", "args": [0, 2, 4]},
+                      {"node_id": 9, "args": []}],
+            "values": [tensor("FLOAT32", [2, 3], 0), {"value_type": "Int", "value":
+                                                     {"int_val": 5}},
+                       tensor("INT8", [4]), {"value_type": "Null", "value": {}},
+                       tensor("FLOAT16", [], 1), tensor("INT64", [1, 2]),
+                       tensor("BOOL", [3], 2), tensor("UINT8", [0], 3),
+                       tensor("FLOAT64", [1]), tensor("INT32", [2], 0)],
+            "input_ids": [2, 5], "output_ids": [5, 8],
+            "constants": [{"offset": 0, "length": 24}, {"offset": NAMED, "length": 2,
+                                                         "named_key": "k1"},
+                          {"offset": NAMED, "length": 3, "named_key": "k2"},
+                          {"offset": 32, "length": 0}],
+            "shaders": [{"offset": 0, "length": 0}, {"offset": 0, "length": 0}]}
+
+
+def _vk(fb: bytes, consts: bytes = b"", head=None) -> bytes:
+    body = fb + b"\0" * (-len(fb) % 16)
+    if head is None:
+        head = (30, 32, len(fb), 32 + len(body), len(consts))
+    return struct.pack("<4s4sHIIIQ", b"", b"VH00", *head) + b"\0\0" + body + consts
+
+
+def _vk_values(fb: bytes) -> list[int]:
+    """Positions of the VkTensor (or other member) tables of each value."""
+    return [fb_ref(fb, v, 1) for v in fb_tables(fb, fb_root(fb), 2)]
+
+
+@pytest.mark.parametrize("whole", [False, True])
+def test_vulkan_exact(whole, tmp_path):
+    fb = flatc(VK_SCHEMA, _vk_doc(), tmp_path)
+    consts = bytes(range(24)) + b"\0" * 24
+    blob = _vk(fb, consts)
+    b_off = len(blob) - len(consts)
+    named = {"k1": (FILE, 5000, 2), "k3": ("other", 1, 1)}
+    info = look(blob, "VulkanBackend", whole=whole, named=named, method="f", index=1)
+    assert (info.backend, info.layout) == ("vulkan",
+                                           "VH00 header + VK00 flatbuffer + constant bytes")
+    assert info.header == {"magic": "VH00", "length": 30, "flatbuffer_offset": 32,
+                           "flatbuffer_size": len(fb), "bytes_offset": b_off,
+                           "bytes_size": len(consts), "identifier": "VK00", "version": "v1",
+                           "values": 8, "chain": 2, "constants": 4, "shaders": 2}
+    assert info.subsegments == [seg("header (VH00)", "header", 0, 30), pad(30, 2),
+                                seg("VkGraph flatbuffer (VK00)", "flatbuffer", 32, len(fb)),
+                                *([pad(32 + len(fb), b_off - 32 - len(fb))]
+                                  if b_off > 32 + len(fb) else []),
+                                seg("constants[0]", "constant", b_off, 24), pad(b_off + 24, 24)]
+    p = "f/delegate1/"
+
+    def row(i, dtype, shape, nbytes, role, **kw):
+        return trow(name=f"{p}{i}", value=i, dtype=dtype, backend_dtype=dtype, shape=shape,
+                    numel=math.prod(shape), nbytes=nbytes, quant="none", flags=0,
+                    storage=kw.pop("storage", "runtime"), role=role, **kw)
+
+    blob_const = {"storage": "blob", "file": FILE, "offset": AT + b_off, "data_size": 24,
+                  "constant_index": 0, "missing": 0}
+    assert column_rows(info.tensors) == [
+        row(0, "float32", (2, 3), 24, "constant", **blob_const),
+        row(2, "int8", (4,), 4, "input"),
+        row(4, "float16", (), 2, "constant", storage="named_data", file=FILE, offset=5000,
+            data_size=2, named_key="k1", constant_index=1, missing=0),
+        row(5, "int64", (1, 2), 16, "input"),
+        row(6, "bool", (3,), 3, "constant", storage="named_data", data_size=3, named_key="k2",
+            constant_index=2, missing=1),
+        row(7, "uint8", (0,), 0, "constant", storage="blob", file=FILE,
+            offset=AT + b_off + 32, data_size=0, constant_index=3, missing=0),
+        row(8, "float64", (1,), 8, "output"),
+        row(9, "int32", (2,), 8, "constant", **blob_const)]
+    assert column_rows(info.nodes) == [
+        nrow(node=0, op="aten.add.Tensor", inputs=(0, 2, 4), outputs=(), flags=0,
+             debug_handle=7),
+        nrow(node=1, op="", inputs=(), outputs=(), flags=0, debug_handle=9)]
+    assert info.findings == [Finding(
+        "info", "VkGraph.chain", AT + 32 + fb_root(fb),
+        "OperatorCall.args lists every argument value id (inputs and outputs together); "
+        "delegate_nodes shows them as inputs")]
+    assert info.named_keys == ("k1", "k2")
+
+
+def test_vulkan_named_constants(tmp_path):
+    doc = _vk_doc()
+    fb = flatc(VK_SCHEMA, doc, tmp_path)
+    blob = _vk(fb, bytes(48))
+
+    def const_rows(named):
+        rows = column_rows(look(blob, "VulkanBackend", named=named).tensors)
+        return [(r["storage"], r["file"], r["offset"], r["missing"]) for r in rows
+                if r["named_key"]]
+
+    assert const_rows(None) == [("named_data", None, MISSING, -1)] * 2
+    assert const_rows({"k1": ("x.ptd", 64, 2), "k2": (FILE, 128, 3)}) == [
+        ("external", "x.ptd", 64, 0), ("named_data", FILE, 128, 0)]
+    # an empty named_key resolves nothing
+    doc["constants"][1]["named_key"] = ""
+    doc["values"][4]["value"]["constant_id"] = 1
+    blob = _vk(flatc(VK_SCHEMA, doc, tmp_path), bytes(48))
+    info = look(blob, "VulkanBackend", named={"": (FILE, 1, 1)})
+    row = column_rows(info.tensors)[2]
+    assert (row["storage"], row["named_key"], row["missing"], row["file"]) == (
+        "named_data", None, 1, None)
+    assert info.named_keys == ("k2",)
+
+
+def test_vulkan_bare_flatbuffer_and_absent_fields(tmp_path):
+    doc = {"values": [{"value_type": "VkTensor", "value": {"datatype": "FLOAT32", "dims": [2]}}],
+           "constants": [{"offset": 0, "length": 0}]}
+    fb = flatc(VK_SCHEMA, doc, tmp_path)
+    info = look(fb, "VulkanBackend")
+    assert info.layout == "VK00 flatbuffer (no header)"
+    assert info.header == {"identifier": "VK00", "version": "", "values": 1, "chain": 0,
+                           "constants": 1, "shaders": 0}
+    assert info.subsegments == [seg("VkGraph flatbuffer (VK00)", "flatbuffer", 0, len(fb))]
+    # constant_id absent is 0 (the schema's default): the (empty) constant 0
+    (row,) = column_rows(info.tensors)
+    assert (row["role"], row["storage"], row["offset"], row["data_size"]) == (
+        "constant", "blob", AT + len(fb), 0)
+    assert column_rows(info.nodes) == []
+
+
+def test_vulkan_header_refusals(tmp_path):
+    fb = flatc(VK_SCHEMA, _vk_doc(), tmp_path)
+    consts = bytes(48)
+    good = _vk(fb, consts)
+    size = len(good)
+    fbs = len(fb)
+    b_off = size - 48
+    what = "Vulkan header (VH00)"
+    fails(good[:29], "VulkanBackend", TruncatedError, what, 0,
+          "29 bytes is too short for the Vulkan header")
+    for length, fb_off, fb_size in ((29, 32, fbs), (33, 32, fbs), (30, 29, fbs), (30, 32, 7),
+                                    (30, 32, size - 31), (30, size, 8)):
+        fails(_vk(fb, consts, head=(length, fb_off, fb_size, b_off, 48)), "VulkanBackend",
+              OutOfBoundsError, f"{what}.flatbuffer_offset", 10,
+              f"flatbuffer [0x{fb_off:x}, +0x{fb_size:x}) does not fit between the header "
+              f"({length} bytes) and the end of the blob (size 0x{size:x})")
+    for bo, bs in ((32 + fbs - 1, 0), (b_off, 49), (size, 1), (size + 1, 0)):
+        fails(_vk(fb, consts, head=(30, 32, fbs, bo, bs)), "VulkanBackend", OutOfBoundsError,
+              f"{what}.bytes_offset", 18,
+              f"bytes [0x{bo:x}, +0x{bs:x}) do not fit after the flatbuffer in the blob "
+              f"(size 0x{size:x})")
+    # boundaries that are fine: the bytes right after the flatbuffer, up to the very end
+    ok = look(_vk(fb, consts, head=(30, 32, fbs, 32 + fbs, size - 32 - fbs)), "VulkanBackend")
+    assert ok.header["bytes_offset"] == 32 + fbs
+    assert look(_vk(fb, consts, head=(32, 32, fbs, b_off, 48)), "VulkanBackend").subsegments[0] \
+        == seg("header (VH00)", "header", 0, 32)
+    other = _vk(fb.replace(b"VK00", b"VK01", 1), consts)
+    fails(other, "VulkanBackend", UnsupportedVersionError, "VkGraph identifier", 36,
+          "VkGraph file identifier is b'VK01', expected b'VK00'")
+
+
+def test_vulkan_graph_refusals(tmp_path):
+    def refused(edit, cls, structure, detail, consts=bytes(48), at=None):
+        doc = _vk_doc()
+        edit(doc)
+        fb = flatc(VK_SCHEMA, doc, tmp_path)
+        blob = _vk(fb, consts)
+        pos = at(fb) if at else None
+        fails(blob, "VulkanBackend", cls, structure, 32 + pos, detail)
+
+    def const_pos(k):
+        return lambda fb: fb_tables(fb, fb_root(fb), 5)[k]
+
+    def tensor_pos(i):
+        return lambda fb: _vk_values(fb)[i]
+
+    refused(lambda d: d["constants"][3].update(length=1 << 62), CorruptError,
+            "VkGraph.constants[3].length", f"length {1 << 62} is larger than any blob",
+            at=const_pos(3))
+    refused(lambda d: d["constants"][2].update(length=1 << 63), CorruptError,
+            "VkGraph.constants[2].length", f"length {1 << 63} is larger than any blob",
+            at=const_pos(2))
+    refused(lambda d: d["constants"][0].update(offset=25), OutOfBoundsError,
+            "VkGraph.constants[0]", "constant [0x19, +0x18) runs past the bytes section "
+            "(size 0x30)", at=const_pos(0))
+    refused(lambda d: d["constants"][3].update(offset=49), OutOfBoundsError,
+            "VkGraph.constants[3]", "constant [0x31, +0x0) runs past the bytes section "
+            "(size 0x30)", at=const_pos(3))
+    refused(lambda d: d["values"][5]["value"].update(datatype="UNSET"), CorruptError,
+            "VkGraph.values[5].value.datatype", "datatype 127 is unknown", at=tensor_pos(5))
+    refused(lambda d: d["values"][2]["value"].update(dims=[1 << 20, 1 << 20, 1 << 19]),
+            CorruptError, "VkGraph.values[2].value.dims",
+            f"dims {[1 << 20, 1 << 20, 1 << 19]} are too large", at=tensor_pos(2))
+    refused(lambda d: d["values"][2]["value"].update(dims=[1] * 8 + [1 << 30, 1 << 29]),
+            CorruptError, "VkGraph.values[2].value.dims", f"dims {[1] * 8} are too large",
+            at=tensor_pos(2))
+    refused(lambda d: d["values"][9]["value"].update(constant_id=4), OutOfBoundsError,
+            "VkGraph.values[9].value.constant_id", "constant_id 4 is out of range (4 constants)",
+            at=tensor_pos(9))
+    # two constants over the same bytes
+    doc = _vk_doc()
+    doc["constants"][3].update(offset=8, length=8)
+    blob = _vk(flatc(VK_SCHEMA, doc, tmp_path), bytes(48))
+    b_off = len(blob) - 48
+    fails(blob, "VulkanBackend", CorruptError, "constants[3]", b_off + 8,
+          f"constants[3] [0x{AT + b_off + 8:x}, +0x8) overlaps the range before it (ends at "
+          f"0x{AT + b_off + 24:x})")
+
+
+def test_vulkan_largest_dims_and_chain_errors(tmp_path):
+    doc = _vk_doc()
+    doc["values"][2]["value"]["dims"] = [1 << 20, 1 << 20, (1 << 19) - 1]
+    fb = flatc(VK_SCHEMA, doc, tmp_path)
+    rows = column_rows(look(_vk(fb, bytes(48)), "VulkanBackend").tensors)
+    assert rows[1]["numel"] == (1 << 59) - (1 << 40)
+    fb = flatc(VK_SCHEMA, _vk_doc(), tmp_path)
+    op = fb_tables(fb, fb_root(fb), 1)[0]
+    name = fb_ref(fb, op, 1)
+    bad = _vk(patched(fb, name + 4 + len("aten.add.Tensor"), "<B", 0x41), bytes(48))
+    fails(bad, "VulkanBackend", CorruptError, "VkGraph.chain[0].name", 32 + name,
+          "string is not NUL-terminated")
+    args = fb_ref(fb, op, 2)
+    bad = _vk(patched(fb, args, "<I", 1 << 28), bytes(48))
+    fails(bad, "VulkanBackend", TruncatedError, "VkGraph.chain[0].args", 32 + args,
+          lambda w: f"vector of {1 << 28} x 4-byte elements runs past the end of the VkGraph "
+          f"flatbuffer (0x{w + 32 + len(fb):x})")
