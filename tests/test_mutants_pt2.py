@@ -27,6 +27,7 @@ from workbench.formats._zip import ZipDirectory
 from workbench.formats.pt2 import columns as pt2_columns
 from workbench.formats.pt2 import config as pt2_config
 from workbench.formats.pt2 import elf as pt2_elf
+from workbench.formats.pt2.aoti import cvalue
 from workbench.formats.pt2.archive import Archive
 from workbench.formats.pt2.elf import elf_symbol_range
 from workbench.formats.pt2.schema import CONSTANTS_END as END
@@ -96,14 +97,15 @@ RODATA = 0x1000  # the virtual address of the constants section
 
 
 def standard(lo: int = 0x10, hi: int = 0x50, *, names: tuple[bytes, bytes] = (START, END),
-             table: str = "dyn", rodata_index: int = 1) -> tuple[bytes, int]:
+             table: str = "dyn", rodata_index: int = 1,
+             rodata_bytes: bytes = bytes(range(256))) -> tuple[bytes, int]:
     """An image with a 256-byte ``.rodata`` at address 0x1000 and the two symbols at
     ``0x1000 + lo`` / ``0x1000 + hi`` in a ``.dynsym`` (``table="dyn"``) or ``.symtab``;
     returns the image and the file offset of ``.rodata``. ``rodata_index`` 1 or 2: where the
     constants section is in the section table."""
     strs, (a, b) = strtab(*names)
     null = {"type": 0}
-    rodata = {"type": SHT_PROGBITS, "addr": RODATA, "data": bytes(range(256))}
+    rodata = {"type": SHT_PROGBITS, "addr": RODATA, "data": rodata_bytes}
     if rodata_index == 1:
         secs = [null, rodata, {"type": SHT_PROGBITS, "data": b"pad!"}]
     else:
@@ -909,3 +911,533 @@ def test_members_columns_of_an_empty_zip(tmp_path):
                                  "offset": None, "message": "no archive_format member: not a "
                                  "torch.export / AOTInductor archive (members are listed, "
                                  "nothing else is read)"}]
+
+
+# --------------------------------------------------------------------------------------------
+# AOTInductor packages: the wrapper's values, the constants' layout and where they are
+# --------------------------------------------------------------------------------------------
+
+T = "static_cast<int32_t>(torch::aot_inductor::ConstantType::{})"
+
+
+@pytest.mark.parametrize(("field", "value", "expected"), [
+    ("name", b'"abc"', "abc"), ("name", b'  "abc" \t', "abc"), ("original_fqn", b'"a.b"', "a.b"),
+    ("name", b'""', ""), ("name", b'"', None), ("name", b"abc", None), ("name", b'"abc', None),
+    ("name", b'abc"', None), ("name", b"'abc'", None), ("name", b'"\\x41"', "A"),
+    ("name", b'"\\101\\060"', "A0"), ("name", b'"a\\tb\\n"', "a\tb\n"), ("name", b'"\\q"', None),
+    ("name", b'"a\\\\"', "a\\"), ("name", b'"\\"q\\""', '"q"'), ("name", b'"\\xZZ"', None),
+    ("name", b'"\\xc3\\xa9"', "\u00e9"), ("name", b'"\\xff"', "\ufffd"),
+    ("name", b'"a\\\nb"', "ab"), ("name", b'"\\\'"', "'"), ("name", b'"x\\"', None),
+    ("shape", b"{32, 16}", (32, 16)), ("shape", b"{}", ()), ("shape", b"{ }", ()),
+    ("shape", b"{-1, 2,}", (-1, 2)), ("shape", b"{1 2}", None), ("shape", b"32", None),
+    ("shape", b"{1,,2}", None), ("shape", b"{a}", None), ("shape", b" {7} ", (7,)),
+    ("stride", b"{1}", (1,)), ("stride", b"{1, 2", None),
+    ("offset", b"12", 12), ("offset", b"-3", -3), ("offset", b"1" * 20, int(b"1" * 20)),
+    ("offset", b"1" * 21, None), ("offset", b"0x10", None), ("offset", b"", None),
+    ("offset", b" 7 ", 7), ("data_size", b"64", 64), ("data_size", b"6.4", None),
+    ("from_folded", b"true", True), ("from_folded", b"false", False),
+    ("from_folded", b"1", None), ("from_folded", b"True", None),
+    ("dtype", b"cached_torch_dtype_float32", "float32"),
+    ("dtype", b"static_cast<int32_t>(cached_torch_dtype_bfloat16)", "bfloat16"),
+    ("dtype", b"float32", None), ("dtype", b"cached_torch_dtype_", ""),
+    ("device_type", b"cached_torch_device_type_cuda", "cuda"),
+    ("layout", b"static_cast<int32_t>(cached_torch_layout_strided)", "strided"),
+    ("type", T.format("Parameter").encode(), "Parameter"),
+    ("type", T.format("Buffer").encode(), "Buffer"), ("type", b"Buffer", None),
+    ("unknown", b"1", None), ("index", b"1", None),
+])
+def test_cvalue(field, value, expected):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = cvalue(field, value)
+    assert got == expected and type(got) is type(expected)
+
+
+STEM = "pkg/data/aotinductor/model/cabc.wrapper"
+
+
+def wrapper_src(consts: list[dict], declared: int | None = -1, inputs: int = 2,
+                outputs: int = 3) -> bytes:
+    """A generated wrapper declaring ``consts`` (dicts of raw right-hand sides, by field)."""
+    lines = []
+    if declared is not None:
+        n = len(consts) if declared == -1 else declared
+        lines.append(f"    : AOTInductorModelBase({inputs},\n  {outputs},\n  {n},\n  device_str) {{")
+    for i, c in enumerate(consts):
+        for field, value in c.items():
+            lines.append(f"    constants_info_[{c.get('_index', i)}].{field} = {value};")
+    return "\n".join(line for line in lines if "._index =" not in line).encode()
+
+
+def const(name: str, shape, stride, data_size: int, *, dtype: str = "float32",
+          device: str = "cpu", offset: int = 0, folded: bool = False, type_: str = "Parameter",
+          fqn: str | None = None, layout: str = "strided") -> dict:
+    c = {"name": f'"{name}"', "dtype": f"static_cast<int32_t>(cached_torch_dtype_{dtype})",
+         "device_type": f"static_cast<int32_t>(cached_torch_device_type_{device})",
+         "offset": str(offset), "data_size": str(data_size),
+         "from_folded": "true" if folded else "false", "type": T.format(type_),
+         "shape": "{" + ", ".join(map(str, shape)) + "}",
+         "stride": "{" + ", ".join(map(str, stride)) + "}",
+         "layout": f"static_cast<int32_t>(cached_torch_layout_{layout})"}
+    if fqn is not None:
+        c["original_fqn"] = f'"{fqn}"'
+    return c
+
+
+def aoti_file(tmp_path, src: bytes | None, *, so: bytes | None = None, blob: bytes | None = None,
+              meta: bytes | None = b'{"AOTI_DEVICE_KEY": "cpu"}', extra: list[dict] = (),
+              name: str = "a.pt2", so_method: int = 0, blob_method: int = 0):
+    ms = [{"name": "pkg/archive_format", "data": b"pt2"}, *extra]
+    if src is not None:
+        ms.append({"name": f"{STEM}.cpp", "data": src})
+    if meta is not None:
+        ms.append({"name": f"{STEM}_metadata.json", "data": meta})
+    if blob is not None:
+        ms.append({"name": f"{STEM}_weights.blob", "data": blob, "method": blob_method})
+    if so is not None:
+        ms.append({"name": f"{STEM}.so", "data": so, "method": so_method})
+    return pt2_file(tmp_path, ms, name=name)
+
+
+def model_row(art, key: str = "model") -> dict:
+    import pandas as pd
+
+    m = art.frames["models"].set_index("name").loc[key].to_dict()
+    return {k: (None if pd.isna(v) else v) for k, v in m.items()}
+
+
+def test_aoti_blob_rows_and_model(tmp_path):
+    """CPU constants in the blob, each padded to 64 bytes, in wrapper order; every column of
+    every row; the model row from the wrapper and the metadata."""
+    a = np.arange(6, dtype=np.float32)
+    b = np.arange(5, dtype=np.int64)
+    blob = a.tobytes().ljust(64, b"\0") + b.tobytes().ljust(64, b"\0") + bytes(64)
+    consts = [const("a", [3, 2], [1, 3], 24, fqn="sub.a"),
+              const("b", [4], [1], 40, dtype="int64", offset=1, type_="Buffer"),
+              const("f", [2], [1], 8, folded=True, type_="FoldedConstant"),
+              const("c", [2, 2], [2, 1], 16, dtype="float16", type_="TensorConstant")]
+    p = aoti_file(tmp_path, wrapper_src(consts), blob=blob)
+    blob_name, base = f"{STEM}_weights.blob", data_offset(p, f"{STEM}_weights.blob")
+    with wb.open(p) as art:
+        assert list(art.tensors["name"]) == ["sub.a", "b", "f", "c"]
+        common = {"file": str(p), "model": "model", "pickled": False, "requires_grad": None,
+                  "member": blob_name, "storage": "blob", "shared": False}
+        assert row(art, "sub.a") == {
+            **common, "dtype": "float32", "shape": (3, 2), "nbytes": 24, "offset": base,
+            "align": base & -base, "fqn": "sub.a", "kind": "parameter", "strides": (1, 3),
+            "storage_offset": 0, "contiguous": False, "storage_id": 0}
+        assert row(art, "b") == {
+            **common, "dtype": "int64", "shape": (4,), "nbytes": 32, "offset": base + 72,
+            "align": 8, "fqn": "b", "kind": "buffer", "strides": (1,), "storage_offset": 1,
+            "contiguous": True, "storage_id": 1}
+        assert row(art, "f") == {
+            **common, "dtype": "float32", "shape": (2,), "nbytes": 8, "offset": None,
+            "align": None, "file": None, "fqn": "f", "kind": "constant", "strides": (1,),
+            "storage_offset": 0, "contiguous": True, "storage": "folded", "member": None,
+            "storage_id": 2}
+        assert row(art, "c") == {
+            **common, "dtype": "float16", "shape": (2, 2), "nbytes": 8, "offset": base + 128,
+            "align": (base + 128) & -(base + 128), "fqn": "c", "kind": "constant",
+            "strides": (2, 1), "storage_offset": 0, "contiguous": True, "storage_id": 3}
+        np.testing.assert_array_equal(art.tensor("sub.a"), a.reshape(2, 3).T)
+        np.testing.assert_array_equal(art.tensor("b"), b[1:])
+        assert model_row(art) == {"kind": "aoti", "member": None, "nodes": None, "ops": None,
+                                  "inputs": 2, "outputs": 3, "parameters": 1, "buffers": 1,
+                                  "constants": 2, "schema_version": None, "torch_version": None,
+                                  "device": "cpu"}
+        m = art.frames["members"].set_index("name")
+        assert m.loc[blob_name, "used_by"] == "sub.a; b; c"
+        assert m.loc[blob_name, "kind"] == "blob" and m.loc[blob_name, "model"] == "model"
+        assert finds(art) == []
+
+
+@pytest.mark.parametrize(("devices", "offsets"), [
+    (("cpu", "cpu", "cpu"), (0, 64, 128)),
+    (("cuda", "cuda", "cuda"), (0, 24, 32)),
+    (("cuda", "cpu", "cuda"), (0, 64, 128)),
+])
+def test_aoti_blob_padding_by_device(tmp_path, devices, offsets):
+    """Each CPU constant is padded to 64 bytes; when every stored constant is on CUDA they
+    are packed (folded constants take no room and do not count)."""
+    consts = [const("x", [6], [1], 24, device=devices[0]),
+              const("y", [2], [1], 8, device=devices[1]),
+              const("skip", [4], [1], 16, device="cpu", folded=True),
+              const("z", [1], [1], 4, device=devices[2])]
+    blob = bytes(range(256)) * 2
+    p = aoti_file(tmp_path, wrapper_src(consts), blob=blob)
+    base = data_offset(p, f"{STEM}_weights.blob")
+    with wb.open(p) as art:
+        got = tuple(row(art, n)["offset"] - base for n in ("x", "y", "z"))
+        assert got == offsets
+        assert row(art, "skip")["offset"] is None
+        assert finds(art) == []
+
+
+def test_aoti_blob_too_small_or_compressed(tmp_path):
+    consts = [const("x", [6], [1], 24), const("y", [2], [1], 8)]  # needs 64 + 64 bytes
+    p = aoti_file(tmp_path, wrapper_src(consts), blob=bytes(127))
+    with wb.open(p) as art:
+        assert [row(art, n)["offset"] for n in ("x", "y")] == [None, None]
+        assert [row(art, n)["storage"] for n in ("x", "y")] == ["blob", "blob"]
+        assert finds(art) == [("warning", "AOTInductor model 'model'",
+                               data_offset(p, f"{STEM}_weights.blob"),
+                               "constants need 128 bytes, the blob holds 127")]
+    p = aoti_file(tmp_path, wrapper_src(consts), blob=bytes(128))
+    with wb.open(p) as art:
+        assert finds(art) == []
+        assert row(art, "y")["offset"] == data_offset(p, f"{STEM}_weights.blob") + 64
+    comp = zlib.compressobj(9, zlib.DEFLATED, -15)
+    deflated = comp.compress(bytes(128)) + comp.flush()
+    ms = [{"name": "pkg/archive_format", "data": b"pt2"},
+          {"name": f"{STEM}.cpp", "data": wrapper_src(consts)},
+          {"name": f"{STEM}_weights.blob", "data": deflated, "method": 8, "file_size": 128}]
+    p = pt2_file(tmp_path, ms, name="c.pt2")
+    with wb.open(p) as art:
+        assert [row(art, n)["offset"] for n in ("x", "y")] == [None, None]
+        assert [row(art, n)["storage"] for n in ("x", "y")] == ["blob", "blob"]
+        assert [row(art, n)["member"] for n in ("x", "y")] == [f"{STEM}_weights.blob"] * 2
+        assert [f[:3] for f in finds(art)] == [("info", "zip central directory", None)]
+
+
+def test_aoti_view_checks(tmp_path):
+    """A view past its data_size, a non-strided layout or an unknown dtype gets no offset;
+    a view that reaches exactly data_size does."""
+    consts = [const("exact", [2, 3], [3, 1], 24),
+              const("past", [2, 3], [3, 1], 20),
+              const("off", [4], [1], 16, offset=1),
+              const("sparse", [2], [1], 8, layout="sparse_coo"),
+              const("odd", [2], [1], 8, dtype="weird")]
+    p = aoti_file(tmp_path, wrapper_src(consts), blob=bytes(64 * 5))
+    base = data_offset(p, f"{STEM}_weights.blob")
+    with wb.open(p) as art:
+        assert row(art, "exact")["offset"] == base
+        for n in ("past", "off", "sparse", "odd"):
+            assert row(art, n)["offset"] is None, n
+        assert row(art, "odd")["nbytes"] == 0 and row(art, "odd")["dtype"] == "weird"
+        assert row(art, "sparse")["nbytes"] == 8
+        assert finds(art) == [
+            ("warning", "AOTInductor model 'model' constant 'past'", None,
+             "view reaches 24 bytes, data_size is 20"),
+            ("warning", "AOTInductor model 'model' constant 'off'", None,
+             "view reaches 20 bytes, data_size is 16")]
+
+
+def test_aoti_names_and_missing_fields(tmp_path):
+    """The row name: original_fqn, else name, else ``constant_<i>``; a constant without an
+    offset gets no byte offset; the storage key is per model and index."""
+    c0 = const("n0", [1], [1], 4, fqn="fq0")
+    c1 = const("n1", [1], [1], 4)
+    c2 = const("n2", [1], [1], 4)
+    del c2["name"]
+    c3 = const("n3", [1], [1], 4)
+    del c3["offset"]
+    p = aoti_file(tmp_path, wrapper_src([c0, c1, c2, c3]), blob=bytes(256))
+    with wb.open(p) as art:
+        assert list(art.tensors["name"]) == ["fq0", "n1", "constant_2", "n3"]
+        assert row(art, "n3")["offset"] is None and row(art, "n3")["storage_offset"] is None
+        assert list(art.tensors["storage_id"]) == [0, 1, 2, 3]
+        assert art._parsed.builders  # (built)
+        assert [r for r in art.frames["tensors"]["shared"]] == [False] * 4
+
+
+def test_aoti_declared_count(tmp_path):
+    consts = [const("x", [1], [1], 4), const("y", [1], [1], 4)]
+    # more described than declared: an index past the count is corrupt
+    src = wrapper_src(consts, declared=1)
+    p = aoti_file(tmp_path, src, blob=bytes(128))
+    with pytest.raises(CorruptError) as ei:
+        wb.open(p)
+    e = ei.value
+    assert e.detail == "constants_info_[1] is out of range (1 constants)"
+    assert e.structure == f"zip member '{STEM}.cpp'"
+    assert e.offset == data_offset(p, f"{STEM}.cpp")
+    # fewer described than declared: a warning
+    p = aoti_file(tmp_path, wrapper_src(consts, declared=3), blob=bytes(128))
+    with wb.open(p) as art:
+        assert finds(art) == [("warning", f"zip member '{STEM}.cpp'", None,
+                               "3 constants declared, 2 described")]
+        assert list(art.tensors["name"]) == ["x", "y"]
+        assert (model_row(art)["inputs"], model_row(art)["outputs"]) == (2, 3)
+    # no model base, or absurd counts: nothing declared, nothing checked
+    for src in (wrapper_src(consts, declared=None),
+                wrapper_src(consts, declared=1, inputs=LIMIT)):
+        p = aoti_file(tmp_path, src, blob=bytes(128))
+        with wb.open(p) as art:
+            assert list(art.tensors["name"]) == ["x", "y"]
+            assert (model_row(art)["inputs"], model_row(art)["outputs"]) == (None, None)
+            assert finds(art) == []
+    p = aoti_file(tmp_path, wrapper_src(consts, declared=1, outputs=LIMIT - 1), blob=bytes(128))
+    with pytest.raises(CorruptError):
+        wb.open(p)
+
+
+def test_aoti_inconsistent_constants_are_skipped(tmp_path):
+    def skipped(i: int) -> str:
+        return (f"constants_info_[{i}] has a negative, oversized or inconsistent shape, stride, "
+                "offset or data_size: skipped")
+
+    ok = const("ok", [1], [1], 4)
+    no_shape = const("no_shape", [1], [1], 4)
+    del no_shape["shape"]
+    no_stride = const("no_stride", [1], [1], 4)
+    del no_stride["stride"]
+    bad_shape = const("bad_shape", [1], [1], 4)
+    bad_shape["shape"] = "{1, x}"
+    cases = [ok, no_shape, no_stride, bad_shape,
+             const("ranks", [2, 2], [1], 16),
+             const("neg_size", [-1], [1], 4), const("neg_stride", [2], [-1], 8),
+             const("neg_off", [1], [1], 4, offset=-1), const("neg_data", [1], [1], -4),
+             const("limit_data", [1], [1], LIMIT), const("limit_dim", [LIMIT], [1], 4),
+             const("limit_stride", [1], [LIMIT], 4), const("limit_off", [1], [1], 4, offset=LIMIT),
+             const("bytes", [LIMIT // 4], [1], 4), const("bytes8", [LIMIT // 8], [1], 4,
+                                                        dtype="int64"),
+             const("under", [LIMIT // 8 - 1], [1], LIMIT - 1, dtype="int64"),
+             const("under_u8", [LIMIT - 1], [1], LIMIT - 1, dtype="uint8")]
+    p = aoti_file(tmp_path, wrapper_src(cases), blob=bytes(64))
+    where, off = f"zip member '{STEM}.cpp'", data_offset(p, f"{STEM}.cpp")
+    with wb.open(p) as art:
+        assert list(art.tensors["name"]) == ["ok", "under", "under_u8"]
+        warnings_ = [f for f in finds(art) if f[3].endswith("skipped")]
+        assert warnings_ == [("warning", where, off, skipped(i)) for i in range(1, 15)]
+        assert model_row(art)["parameters"] == 3
+        assert row(art, "under")["nbytes"] == (LIMIT // 8 - 1) * 8
+
+
+def test_aoti_model_counts_and_metadata(tmp_path):
+    consts = [const("p", [1], [1], 4), const("b", [1], [1], 4, type_="Buffer"),
+              const("c", [1], [1], 4, type_="TensorConstant"), const("q", [1], [1], 4)]
+    for meta, device, found in (
+            (b'{"AOTI_DEVICE_KEY": "cuda"}', "cuda", []),
+            (b'{"other": 1}', None, []),
+            (b"[1, 2]", None, []),
+            (b'{"AOTI_DEVICE_KEY": 3}', None,
+             [("warning", "AOTInductor model 'model'", "meta",
+               "metadata: 'AOTI_DEVICE_KEY' is not a string")]),
+            (b"{bad json", None, [("warning", "AOTInductor model 'model'", "meta", "json")]),
+            (None, None, [])):
+        p = aoti_file(tmp_path, wrapper_src(consts), blob=bytes(256), meta=meta)
+        with wb.open(p) as art:
+            r = model_row(art)
+            assert (r["device"], r["parameters"], r["buffers"], r["constants"]) == \
+                (device, 2, 1, 1), meta
+            got = finds(art)
+            if found and found[0][3] == "json":
+                assert len(got) == 1 and got[0][:3] == (
+                    "warning", "AOTInductor model 'model'", data_offset(p, f"{STEM}_metadata.json"))
+                assert got[0][3].startswith("metadata: ") and "JSON" in got[0][3]
+            else:
+                assert got == [(s, w, data_offset(p, f"{STEM}_metadata.json"), m)
+                               for s, w, _, m in found], meta
+
+
+def test_aoti_no_wrapper_and_other_sources(tmp_path):
+    # no generated source: a warning, the model row without counts
+    p = aoti_file(tmp_path, None, blob=bytes(64), so=b"\x7fELF" + bytes(60))
+    with wb.open(p) as art:
+        assert len(art.tensors) == 0
+        assert finds(art) == [("warning", "AOTInductor model 'model'", None,
+                               "no generated wrapper source: constants cannot be listed")]
+        assert model_row(art) == {"kind": "aoti", "member": f"{STEM}.so", "nodes": None,
+                                  "ops": None, "inputs": None, "outputs": None,
+                                  "parameters": None, "buffers": None, "constants": None,
+                                  "schema_version": None, "torch_version": None,
+                                  "device": "cpu"}
+    # a wrapper with no constants: counts are zero, nothing is located
+    p = aoti_file(tmp_path, wrapper_src([]))
+    with wb.open(p) as art:
+        r = model_row(art)
+        assert (r["parameters"], r["buffers"], r["constants"], r["inputs"]) == (0, 0, 0, 2)
+        assert finds(art) == []
+    # no "wrapper.cpp": another .cpp is the wrapper; the .so and blob named like it win
+    consts = [const("x", [1], [1], 4)]
+    ms = [{"name": "pkg/archive_format", "data": b"pt2"},
+          {"name": "pkg/data/aotinductor/model/other_weights.blob", "data": bytes(64)},
+          {"name": "pkg/data/aotinductor/model/other.so", "data": b"x"},
+          {"name": "pkg/data/aotinductor/model/gen.cpp", "data": wrapper_src(consts)},
+          {"name": "pkg/data/aotinductor/model/gen_weights.blob", "data": bytes(64)},
+          {"name": "pkg/data/aotinductor/model/gen.so", "data": b"y"}]
+    p = pt2_file(tmp_path, ms, name="g.pt2")
+    with wb.open(p) as art:
+        assert row(art, "x")["member"] == "pkg/data/aotinductor/model/gen_weights.blob"
+        assert row(art, "x")["offset"] == data_offset(p, "pkg/data/aotinductor/model/gen_weights.blob")
+        assert model_row(art)["member"] == "pkg/data/aotinductor/model/gen.so"
+        assert model_row(art)["device"] is None
+    # no stem match: the first of each kind
+    ms = [{"name": "pkg/archive_format", "data": b"pt2"},
+          {"name": "pkg/data/aotinductor/model/gen.wrapper.cpp", "data": wrapper_src(consts)},
+          {"name": "pkg/data/aotinductor/model/k1_weights.blob", "data": bytes(64)},
+          {"name": "pkg/data/aotinductor/model/k2_weights.blob", "data": bytes(64)},
+          {"name": "pkg/data/aotinductor/model/k1_metadata.json", "data": b'{"AOTI_DEVICE_KEY": "a"}'},
+          {"name": "pkg/data/aotinductor/model/k2_metadata.json", "data": b'{"AOTI_DEVICE_KEY": "b"}'}]
+    p = pt2_file(tmp_path, ms, name="h.pt2")
+    with wb.open(p) as art:
+        assert row(art, "x")["member"] == "pkg/data/aotinductor/model/k1_weights.blob"
+        assert model_row(art)["device"] == "a"
+
+
+def test_aoti_model_next_to_an_exported_program_of_the_same_name(tmp_path):
+    consts = [const("x", [1], [1], 4)]
+    ms = [*pt2_members(root="pkg"), {"name": f"{STEM}.cpp", "data": wrapper_src(consts)}, {"name": f"{STEM}_weights.blob", "data": bytes(64)}]
+    p = pt2_file(tmp_path, ms)
+    with wb.open(p) as art:
+        models = art.frames["models"]
+        assert list(models["name"]) == ["model", "model/aoti"]
+        assert list(models["kind"]) == ["exported_program", "aoti"]
+        assert list(art.tensors["name"]) == ["x"]
+
+
+MAGIC = 0x1234_5678_9ABC_DEF0  # what the appended-weights trailer repeats
+
+
+def so_with_region(consts: bytes, lo: int = 0x10) -> tuple[bytes, int]:
+    """An ELF image whose ``.rodata`` holds ``consts`` between the two symbols (at ``lo``);
+    returns it and the constants' offset in it."""
+    rodata = bytes(lo) + consts + bytes(16)
+    image, ro = standard(lo, lo + len(consts), rodata_bytes=rodata)
+    return image, ro + lo
+
+
+def so_rows(art) -> list[tuple]:
+    seg = art.segments
+    sel = seg[seg["name"].str.startswith(f"{STEM}.so")]
+    return list(zip(sel["name"], sel["kind"], sel["offset"], sel["size"], sel["used_by"]))
+
+
+def test_aoti_constants_in_the_shared_object(tmp_path):
+    x = np.arange(6, dtype=np.float32)
+    y = np.arange(3, dtype=np.int32)
+    consts_bytes = x.tobytes().ljust(64, b"\0") + y.tobytes().ljust(64, b"\0")
+    image, at = so_with_region(consts_bytes + bytes(8))  # (the region may be larger)
+    consts = [const("x", [2, 3], [3, 1], 24), const("y", [3], [1], 12, dtype="int32")]
+    p = aoti_file(tmp_path, wrapper_src(consts), so=image)
+    so_name = f"{STEM}.so"
+    base = data_offset(p, so_name)
+    with wb.open(p) as art:
+        assert finds(art) == []
+        for n, off in (("x", 0), ("y", 64)):
+            r = row(art, n)
+            assert (r["storage"], r["member"], r["offset"]) == ("so", so_name, base + at + off)
+        np.testing.assert_array_equal(art.tensor("x"), x.reshape(2, 3))
+        np.testing.assert_array_equal(art.tensor("y"), y)
+        assert model_row(art)["member"] == so_name
+        assert so_rows(art) == [(so_name, "so", base, at, ""),
+                                (f"{so_name} [constants]", "blob", base + at, 128, "x; y"),
+                                (so_name, "so", base + at + 128, len(image) - at - 128, "")]
+        assert art.frames["members"].set_index("name").loc[so_name, "used_by"] == "x; y"
+
+
+def test_aoti_shared_object_region_too_small(tmp_path):
+    image, at = so_with_region(bytes(100))
+    consts = [const("x", [2, 3], [3, 1], 24), const("y", [3], [1], 12, dtype="int32")]
+    p = aoti_file(tmp_path, wrapper_src(consts), so=image)
+    base = data_offset(p, f"{STEM}.so")
+    with wb.open(p) as art:
+        assert finds(art) == [("warning", "AOTInductor model 'model'", base + at,
+                               "constants need 128 bytes, the shared object's constants region "
+                               "holds 100: offsets unknown")]
+        assert [row(art, n)["offset"] for n in ("x", "y")] == [None, None]
+        assert [row(art, n)["member"] for n in ("x", "y")] == [f"{STEM}.so"] * 2
+        assert so_rows(art) == [(f"{STEM}.so", "so", base, len(image), "x; y")]
+
+
+def _appended(total: int, *, size_plus: int | None = None, magic_tail: int = MAGIC,
+              region: int = 16, payload: bytes | None = None) -> tuple[bytes, int, int]:
+    """A .so whose constants region is the 16-byte (size + 8, magic) record, the constants
+    appended after the image, then the magic again; returns the bytes, the record's offset
+    and the appended constants' offset."""
+    rec = struct.pack("<qq", total + 8 if size_plus is None else size_plus, MAGIC)
+    image, at = so_with_region(rec.ljust(region, b"\0"))
+    payload = bytes(total) if payload is None else payload
+    return image + payload + struct.pack("<q", magic_tail), at, len(image)
+
+
+def test_aoti_appended_weights(tmp_path):
+    x = np.arange(16, dtype=np.float32)
+    consts = [const("x", [16], [1], 64), const("y", [4], [1], 16, offset=0)]
+    payload = x.tobytes() + bytes(range(64))
+    data, _at, appended = _appended(128, payload=payload)
+    p = aoti_file(tmp_path, wrapper_src(consts), so=data)
+    so_name = f"{STEM}.so"
+    base = data_offset(p, so_name)
+    with wb.open(p) as art:
+        assert finds(art) == []
+        assert row(art, "x")["offset"] == base + appended
+        assert row(art, "y")["offset"] == base + appended + 64
+        np.testing.assert_array_equal(art.tensor("x"), x)
+        assert so_rows(art) == [(so_name, "so", base, appended, ""),
+                                (f"{so_name} [constants]", "blob", base + appended, 136,
+                                 "x; y"),
+                                (so_name, "so", base + appended + 136, 0, "")]
+
+
+@pytest.mark.parametrize("how", ["size", "magic", "region", "before"])
+def test_aoti_appended_weights_that_do_not_check_out(tmp_path, how):
+    consts = [const("x", [16], [1], 64), const("y", [4], [1], 16)]
+    kw = {"size": {"size_plus": 128}, "magic": {"magic_tail": MAGIC + 1},
+          "region": {"region": 24}, "before": {"size_plus": 128 + 8}}[how]
+    data, at, _ = _appended(128, **kw)
+    need = 128
+    if how == "before":  # the trailer claims more bytes than lie before it in the .so
+        image, at = so_with_region(bytes(16))
+        need = -(-(len(image) + 64) // 64) * 64
+        image, at = so_with_region(struct.pack("<qq", need + 8, MAGIC))
+        data = image + struct.pack("<q", MAGIC)
+        consts = [const("x", [1], [1], need)]
+    p = aoti_file(tmp_path, wrapper_src(consts), so=data)
+    base = data_offset(p, f"{STEM}.so")
+    with wb.open(p) as art:
+        holds = 24 if how == "region" else 16
+        assert finds(art) == [("warning", "AOTInductor model 'model'", base + at,
+                               f"constants need {need} bytes, the shared object's constants "
+                               f"region holds {holds}: offsets unknown")]
+        assert art.tensors["offset"].isna().all()
+
+
+def test_aoti_shared_object_without_the_symbols(tmp_path):
+    consts = [const("x", [1], [1], 4)]
+    info = ("info", "AOTInductor model 'model'", None,
+            "constants region of the shared object not found (not an ELF64 file with "
+            "_binary_constants_bin_start): offsets unknown")
+    image, _ = standard(names=(b"other_start", b"other_end"))
+    for so in (b"\x7fELF" + bytes(60), image):
+        p = aoti_file(tmp_path, wrapper_src(consts), so=so)
+        with wb.open(p) as art:
+            assert finds(art) == [info]
+            r = row(art, "x")
+            assert (r["storage"], r["member"], r["offset"]) == ("so", f"{STEM}.so", None)
+    # a compressed .so is not searched
+    image, _ = so_with_region(bytes(64))
+    comp = zlib.compressobj(9, zlib.DEFLATED, -15)
+    deflated = comp.compress(image) + comp.flush()
+    ms = [{"name": "pkg/archive_format", "data": b"pt2"},
+          {"name": f"{STEM}.cpp", "data": wrapper_src(consts)},
+          {"name": f"{STEM}.so", "data": deflated, "method": 8, "file_size": len(image)}]
+    p = pt2_file(tmp_path, ms, name="z.pt2")
+    with wb.open(p) as art:
+        assert finds(art)[0] == info
+        assert row(art, "x")["offset"] is None
+
+
+def test_aoti_without_shared_object_or_blob(tmp_path):
+    consts = [const("x", [1], [1], 4)]
+    p = aoti_file(tmp_path, wrapper_src(consts))
+    with wb.open(p) as art:
+        assert finds(art) == [("warning", "AOTInductor model 'model'", None,
+                               "no shared object: constant offsets are unknown")]
+        r = row(art, "x")
+        assert (r["storage"], r["member"], r["offset"]) == ("so", None, None)
+        assert model_row(art)["member"] is None
+
+
+def test_aoti_blob_wins_over_the_shared_object(tmp_path):
+    image, _ = so_with_region(bytes(64))
+    consts = [const("x", [1], [1], 4)]
+    p = aoti_file(tmp_path, wrapper_src(consts), so=image, blob=bytes(64))
+    with wb.open(p) as art:
+        r = row(art, "x")
+        assert (r["storage"], r["member"], r["offset"]) == \
+            ("blob", f"{STEM}_weights.blob", data_offset(p, f"{STEM}_weights.blob"))
+        assert so_rows(art) == [(f"{STEM}.so", "so", data_offset(p, f"{STEM}.so"), len(image), "")]
+        assert finds(art) == []
