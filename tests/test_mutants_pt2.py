@@ -1279,7 +1279,8 @@ def test_aoti_no_wrapper_and_other_sources(tmp_path):
 
 def test_aoti_model_next_to_an_exported_program_of_the_same_name(tmp_path):
     consts = [const("x", [1], [1], 4)]
-    ms = [*pt2_members(root="pkg"), {"name": f"{STEM}.cpp", "data": wrapper_src(consts)}, {"name": f"{STEM}_weights.blob", "data": bytes(64)}]
+    ms = [*pt2_members(root="pkg"), {"name": f"{STEM}.cpp", "data": wrapper_src(consts)},
+          {"name": f"{STEM}_weights.blob", "data": bytes(64)}]
     p = pt2_file(tmp_path, ms)
     with wb.open(p) as art:
         models = art.frames["models"]
