@@ -22,7 +22,7 @@ import pytest
 from test_pt2 import MIN_GRAPH, build_zip, pt2_members, tensor_meta
 
 import workbench as wb
-from workbench.errors import CorruptError, OutOfBoundsError
+from workbench.errors import CorruptError, OutOfBoundsError, TruncatedError
 from workbench.formats._zip import ZipDirectory
 from workbench.formats.pt2 import columns as pt2_columns
 from workbench.formats.pt2 import config as pt2_config
@@ -1442,3 +1442,154 @@ def test_aoti_blob_wins_over_the_shared_object(tmp_path):
             ("blob", f"{STEM}_weights.blob", data_offset(p, f"{STEM}_weights.blob"))
         assert so_rows(art) == [(f"{STEM}.so", "so", data_offset(p, f"{STEM}.so"), len(image), "")]
         assert finds(art) == []
+
+
+# --------------------------------------------------------------------------------------------
+# the zip central directory walked record by record (the general path)
+# --------------------------------------------------------------------------------------------
+
+def zip_bytes(members: list[tuple], *, comment: bytes = b"", force_zip64: bool = False) -> bytes:
+    """An archive written by ``zipfile``: (name, data[, method]) per member."""
+    import io
+
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as z:
+        z.comment = comment
+        for m in members:
+            info = zipfile.ZipInfo(m[0], (2020, 1, 1, 0, 0, 0))
+            info.compress_type = m[2] if len(m) > 2 else zipfile.ZIP_STORED
+            with z.open(info, "w", force_zip64=force_zip64) as f:
+                f.write(m[1])
+    return out.getvalue()
+
+
+def central_records(data: bytes) -> tuple[int, int, list[int]]:
+    """(directory offset, directory end, record offsets) of a classic archive."""
+    eocd = data.rindex(b"PK\x05\x06")
+    n, size, off = struct.unpack_from("<HII", data, eocd + 10)
+    recs, pos = [], off
+    for _ in range(n):
+        recs.append(pos)
+        n_len, x_len, c_len = struct.unpack_from("<HHH", data, pos + 28)
+        pos += 46 + n_len + x_len + c_len
+    return off, off + size, recs
+
+
+def directory(tmp_path, data: bytes, scalar: bool, monkeypatch, name: str = "z.zip"):
+    p = tmp_path / name
+    p.write_bytes(data)
+    with monkeypatch.context() as mp:
+        if scalar:
+            mp.setattr(ZipDirectory, "_central_fast", lambda self: None)
+        src = Source(p)
+        return ZipDirectory(src), p
+
+
+def _zip_cases() -> dict[str, bytes]:
+    cases = {
+        "plain": zip_bytes([("a.txt", b"alpha"), ("dir/b.bin", bytes(300)), ("c", b"")]),
+        "deflate": zip_bytes([("x", b"hello " * 100, zipfile.ZIP_DEFLATED), ("y", b"y")]),
+        "local64": zip_bytes([("big", b"q" * 70), ("small", b"s")], force_zip64=True),
+        "utf8": zip_bytes([("caf\u00e9/\u00fc.txt", b"u"), ("plain", b"p")]),
+        "comment": zip_bytes([("a", b"1")], comment=b"a comment PK\x01\x02 inside"),
+        "empty": zip_bytes([]),
+    }
+    # a name with a high byte and no UTF-8 flag (cp437), and a comment per record
+    data, _ = build_zip([{"name": b"r\x81sum\xe9", "data": b"cp", "flags": 0},
+                         {"name": "n", "data": b"n", "flags": 0}], align=0)
+    cases["cp437"] = data
+    cases["central64"] = build_zip([{"name": "a", "data": b"abc"}, {"name": "b", "data": b"d"}],
+                                   zip64=True)[0]
+    return cases
+
+
+@pytest.mark.parametrize("case", list(_zip_cases()))
+def test_central_directory_walk_matches_zipfile(tmp_path, monkeypatch, case):
+    data = _zip_cases()[case]
+    fast, p = directory(tmp_path, data, False, monkeypatch)
+    slow, _ = directory(tmp_path, data, True, monkeypatch, "s.zip")
+    with zipfile.ZipFile(p) as z:
+        infos = z.infolist()
+    assert slow.names == fast.names == [i.filename for i in infos]
+    assert list(slow.arrays) == list(fast.arrays)
+    for k, v in slow.arrays.items():
+        np.testing.assert_array_equal(v, fast.arrays[k], err_msg=k)
+        assert v.dtype == fast.arrays[k].dtype, k
+    a = slow.arrays
+    assert a["header_offset"].tolist() == [i.header_offset for i in infos]
+    assert a["compressed_size"].tolist() == [i.compress_size for i in infos]
+    assert a["file_size"].tolist() == [i.file_size for i in infos]
+    assert a["method"].tolist() == [i.compress_type for i in infos]
+    assert a["crc32"].tolist() == [i.CRC for i in infos]
+    assert a["flags"].tolist() == [i.flag_bits for i in infos]
+    assert a["compressed"].tolist() == [i.compress_type != 0 for i in infos]
+    if case != "central64":
+        _, end, recs = central_records(data)
+        assert a["central_offset"].tolist() == recs
+        assert a["central_size"].tolist() == [b - a_ for a_, b in zip(recs, [*recs[1:], end])]
+    assert a["zip64"].tolist() == [case == "central64"] * len(infos)
+    assert a["data_offset"].tolist() == [data_offset(p, i.filename) for i in infos]
+
+
+def _edit(data: bytes, at: int, fmt: str, value: int) -> bytes:
+    d = bytearray(data)
+    struct.pack_into(fmt, d, at, value)
+    return bytes(d)
+
+
+@pytest.mark.parametrize("scalar", [False, True])
+def test_central_directory_record_errors(tmp_path, monkeypatch, scalar):
+    data = zip_bytes([("first.txt", b"1" * 10), ("second.txt", b"2" * 20)])
+    _, end, (r0, r1) = central_records(data)
+
+    def fails(d: bytes, cls):
+        with pytest.raises(cls) as ei:
+            directory(tmp_path, d, scalar, monkeypatch)
+        assert type(ei.value) is cls and ei.value.file == "z.zip"
+        return ei.value
+
+    # record 0 swallows the directory (its comment runs to the end): no room for record 1
+    e = fails(_edit(data, r0 + 32, "<H", end - r0 - 46 - 9), TruncatedError)
+    assert (e.detail, e.structure, e.offset) == (
+        f"central directory entry 1 of 2 runs past the directory end at 0x{end:x}",
+        "zip central directory entry 1", end)
+    # record 1's comment runs past the directory end
+    e = fails(_edit(data, r1 + 32, "<H", 1), TruncatedError)
+    assert (e.detail, e.structure, e.offset) == (
+        f"name/extra/comment (10+0+1 bytes) run past the directory end at 0x{end:x}",
+        "zip central directory entry 1", r1)
+    e = fails(_edit(data, r0 + 30, "<H", 0xFFFF), TruncatedError)
+    assert (e.detail, e.structure, e.offset) == (
+        f"name/extra/comment (9+65535+0 bytes) run past the directory end at 0x{end:x}",
+        "zip central directory entry 0", r0)
+    # a bad signature
+    e = fails(_edit(data, r1, "<I", 0x02014B51), wb.CorruptError)
+    assert (e.detail, e.structure, e.offset) == (
+        "bad signature 0x02014b51 (expected 0x02014b50)", "zip central directory entry 1", r1)
+    # a member on another disk
+    e = fails(_edit(data, r1 + 34, "<H", 3), wb.UnsupportedVersionError)
+    assert (e.detail, e.structure, e.offset) == (
+        "member 'second.txt' starts on disk 3", "zip central directory entry 1", r1)
+    # a name that is not UTF-8 although the flag says so
+    d = bytearray(_edit(data, r1 + 8, "<H", 0x0800))
+    d[r1 + 46 + 2] = 0xFF
+    e = fails(bytes(d), wb.CorruptError)
+    assert (e.detail, e.structure, e.offset) == (
+        "member name is not valid UTF-8 (invalid start byte at byte 2) although flag bit 11 "
+        "says so", "zip central directory entry 1", r1 + 46 + 2)
+    # 0xFFFFFFFF sizes without a zip64 field
+    e = fails(_edit(data, r0 + 20, "<I", 0xFFFFFFFF), wb.CorruptError)
+    assert (e.detail, e.structure, e.offset) == (
+        "sizes or offset hold 0xFFFFFFFF but there is no zip64 extra field",
+        "zip central directory entry 0 ('first.txt') zip64 extra", r0 + 46 + 9)
+
+
+def test_central_directory_names_without_the_utf8_flag(tmp_path, monkeypatch):
+    for scalar in (False, True):
+        data, _ = build_zip([{"name": b"r\x81sum\xe9", "data": b"cp", "flags": 0},
+                             {"name": b"ascii", "data": b"a", "flags": 0},
+                             {"name": "caf\u00e9", "data": b"u"}], align=0)
+        zd, p = directory(tmp_path, data, scalar, monkeypatch)
+        with zipfile.ZipFile(p) as z:
+            assert zd.names == [i.filename for i in z.infolist()] == \
+                ["r\u00fcsum\u0398", "ascii", "caf\u00e9"]
