@@ -11,7 +11,9 @@ one made unavailable, so a fast-path mistake cannot hide behind the fallback.
 
 from __future__ import annotations
 
+import json
 import struct
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +25,13 @@ from test_etdump import Trace, full_trace
 import workbench as wb
 from workbench._vecfb import SlowPath, VecReader
 from workbench.flatbuf import FlatBuffer
-from workbench.formats import etdump
+from workbench.formats import etdump, etrecord
 from workbench.formats.etdump import columns as C
 from workbench.formats.etdump import reader as R
 from workbench.formats.etdump import schema as S
+from workbench.formats.etrecord import columns as RC
+from workbench.formats.etrecord import reader as RR
+from workbench.formats.etrecord import schema as RS
 from workbench.source import Source
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -1351,3 +1356,896 @@ def test_iteration_and_tensor_names_directly(tmp_path):
                                             None, None, None, "1/15"]
     src.close()
     src2.close()
+
+
+# ============================================================================= ETRecord
+
+
+RECORD_FRAMES = ("segments", "tensors", "members", "programs", "nodes", "debug_handles",
+                 "delegate_map")
+EDGE = "edge_dialect_exported_program/forward"
+
+
+class _Unseekable:
+    """A write-only stream: Python's zipfile then writes a data descriptor per member."""
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+
+    def write(self, b: bytes) -> int:
+        self.parts.append(bytes(b))
+        return len(b)
+
+    def flush(self) -> None:
+        pass
+
+
+def zip_bytes(members: list[tuple[str, bytes | str]], descriptors: bool = False,
+              deflate: tuple[str, ...] = ()) -> bytes:
+    """A zip archive of ``members`` in order (duplicates allowed), written by ``zipfile``."""
+    import io
+    import warnings
+    import zipfile
+
+    out: Any = _Unseekable() if descriptors else io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # duplicate names
+        with zipfile.ZipFile(out, "w") as z:
+            for name, data in members:
+                z.writestr(name, data, compress_type=zipfile.ZIP_DEFLATED if name in deflate
+                           else zipfile.ZIP_STORED)
+    return b"".join(out.parts) if descriptors else out.getvalue()
+
+
+def write_record(tmp_path: Path, members: list[tuple[str, bytes | str]], name: str = "r.etrecord",
+                 marker: bool = True, **kw) -> Path:
+    p = tmp_path / name
+    p.write_bytes(zip_bytes(([("ETRECORD_V0", b"")] if marker else []) + members, **kw))
+    return p
+
+
+def graph_json(nodes: list, **top) -> str:
+    return json.dumps({"graph_module": {"graph": {"nodes": nodes}}, **top})
+
+
+def a_node(name: str | None, target: str, handle: Any = None, stack: str | None = None,
+           trace: str | None = None, fn: str | None = None, inputs: Any = None,
+           outputs: Any = None, meta: Any = "auto") -> dict:
+    n: dict = {"target": target}
+    if name is not None:
+        n["name"] = name
+    if meta == "auto":
+        meta = {}
+        for k, v in (("debug_handle", handle), ("nn_module_stack", stack), ("stack_trace", trace),
+                     ("torch_fn", fn)):
+            if v is not None:
+                meta[k] = v
+    if meta is not None:
+        n["metadata"] = meta
+    if inputs is not None:
+        n["inputs"] = inputs
+    if outputs is not None:
+        n["outputs"] = outputs
+    return n
+
+
+def sub_graph(nodes: list, name: str | None = None) -> dict:
+    g: dict = {"graph": {"nodes": nodes}}
+    if name is not None:
+        g["name"] = name
+    return {"name": "fn", "arg": {"as_graph": g}}
+
+
+def local_data_offset(data: bytes, lho: int) -> int:
+    n_len, x_len = struct.unpack_from("<HH", data, lho + 26)
+    return lho + 30 + n_len + x_len
+
+
+def member_oracle(path: Path) -> list[dict]:
+    """The members as Python's zipfile sees them (data offsets from the local headers)."""
+    import zipfile
+
+    data = path.read_bytes()
+    out = []
+    with zipfile.ZipFile(path) as z:
+        for i in z.infolist():
+            out.append({"name": i.filename, "header_offset": i.header_offset,
+                        "offset": local_data_offset(data, i.header_offset),
+                        "size": i.compress_size, "file_size": i.file_size,
+                        "method": i.compress_type, "crc32": i.CRC,
+                        "descriptor": bool(i.flag_bits & 8)})
+    return out
+
+
+def oracle_kind_of(name: str) -> tuple[str, str | None]:
+    """Member kind by name, the schema's rule written out (before the JSON sniff)."""
+    fixed = {"ETRECORD_V0": "marker", "debug_handle_map": "debug_handle_map",
+             "delegate_map": "delegate_map", "instruction_id_to_num_outs_map": "num_outs_map",
+             "export_graph_id": "export_graph_id", "reference_outputs": "reference_outputs",
+             "representative_inputs": "representative_inputs"}
+    if name in fixed:
+        return fixed[name], None
+    for suffix in ("_state_dict", "_constants", "_example_inputs"):
+        if name.endswith(suffix) and name != suffix:
+            return suffix[1:], name[: -len(suffix)]
+    return "program", name
+
+
+def check_members(art: wb.Artifact, path: Path, kinds: list[str] | None = None,
+                  pickled: list[bool] | None = None, unsafe: list[bool] | None = None) -> None:
+    mem = art.frames["members"]
+    want = member_oracle(path)
+    n = len(want)
+    assert list(mem.columns) == ["index", "name", "kind", "model", "file", "header_offset",
+                                 "offset", "size", "file_size", "align", "method", "compressed",
+                                 "crc32", "pickled", "unsafe_name", "damaged"]
+    dtypes = {"index": "int64", "name": "string", "kind": "category", "model": "category",
+              "file": "string", "header_offset": "int64", "offset": "int64", "size": "int64",
+              "file_size": "int64", "align": "Int64", "method": "int64", "compressed": "bool",
+              "crc32": "int64", "pickled": "bool", "unsafe_name": "bool", "damaged": "bool"}
+    assert {c: str(mem[c].dtype) for c in mem.columns} == dtypes
+    assert values(mem, "index") == list(range(n))
+    for col in ("name", "header_offset", "offset", "size", "file_size", "method", "crc32"):
+        assert values(mem, col) == [w[col] for w in want], col
+    assert values(mem, "file") == [str(path)] * n
+    assert values(mem, "compressed") == [w["method"] != 0 for w in want]
+    assert values(mem, "align") == [(w["offset"] & -w["offset"]) or None for w in want]
+    assert values(mem, "damaged") == [False] * n
+    by_name = [oracle_kind_of(w["name"]) for w in want]
+    assert values(mem, "kind") == (kinds if kinds is not None else [k for k, _ in by_name])
+    assert values(mem, "model") == [None if k == "other" else m
+                                    for (_, m), k in zip(by_name, values(mem, "kind"))]
+    if pickled is not None:
+        assert values(mem, "pickled") == pickled
+    if unsafe is not None:
+        assert values(mem, "unsafe_name") == unsafe
+
+
+@pytest.mark.parametrize("name", ["mlp_portable", "mlp_xnnpack"])
+def test_sample_records_every_frame(name):
+    import zipfile
+
+    path = SAMPLES / f"{name}.etrecord"
+    if not path.is_file():
+        pytest.skip("no sample record: run sample_models/make_traces.py")
+    art = wb.open(path)
+    assert art.format == "etrecord" and set(art.frames) == set(RECORD_FRAMES)
+    kinds = [oracle_kind_of(w["name"])[0] for w in member_oracle(path)]
+    pickled = [k in ("state_dict", "constants", "example_inputs") for k in kinds]
+    check_members(art, path, pickled=pickled, unsafe=[False] * len(kinds))
+    with zipfile.ZipFile(path) as z:
+        infos = z.infolist()
+        programs = [i.filename for i in infos if oracle_kind_of(i.filename)[0] == "program"]
+        docs = {p: json.loads(z.read(p)) for p in programs}
+        dh_json = json.loads(z.read("debug_handle_map"))
+        dm_json = json.loads(z.read("delegate_map"))
+        gid = json.loads(z.read("export_graph_id"))
+    info = {"members": len(infos), "programs": programs, "export_graph_id": gid,
+            "pickled_members": sum(pickled)}
+    assert {k: art.info[k] for k in info} == info
+    # programs and nodes against the JSON itself
+    pr = art.frames["programs"]
+    assert values(pr, "program") == programs
+    assert values(pr, "stage") == ["export" if p == "exported_program" else "edge"
+                                   for p in programs]
+    assert values(pr, "method") == [None if p == "exported_program" else "forward"
+                                    for p in programs]
+    nd = art.frames["nodes"]
+    want_nodes = [(p, n) for p in programs for n in docs[p]["graph_module"]["graph"]["nodes"]]
+    assert len(nd) == len(want_nodes)
+    assert values(pr, "nodes") == [len(docs[p]["graph_module"]["graph"]["nodes"])
+                                   for p in programs]
+    assert values(pr, "ops") == [len({n["target"] for n in docs[p]["graph_module"]["graph"]
+                                      ["nodes"]}) for p in programs]
+    assert values(pr, "schema_version") == [
+        "{major}.{minor}".format(**docs[p]["schema_version"]) for p in programs]
+    assert values(pr, "dialect") == [docs[p]["dialect"] for p in programs]
+    assert values(pr, "debug_handles") == [
+        sum("debug_handle" in n["metadata"] for n in docs[p]["graph_module"]["graph"]["nodes"])
+        for p in programs]
+    assert values(nd, "program") == [p for p, _ in want_nodes]
+    assert values(nd, "graph") == [""] * len(nd)
+    assert values(nd, "name") == [n["name"] for _, n in want_nodes]
+    assert values(nd, "target") == [n["target"] for _, n in want_nodes]
+    assert values(nd, "debug_handle") == [
+        int(n["metadata"]["debug_handle"]) if "debug_handle" in n["metadata"] else None
+        for _, n in want_nodes]
+    assert values(nd, "stack_trace") == [n["metadata"].get("stack_trace") for _, n in want_nodes]
+    assert values(nd, "module_stack") == [n["metadata"].get("nn_module_stack")
+                                          for _, n in want_nodes]
+    assert values(nd, "torch_fn") == [n["metadata"].get("torch_fn") for _, n in want_nodes]
+    idx = []
+    for p in programs:
+        idx += list(range(len(docs[p]["graph_module"]["graph"]["nodes"])))
+    assert values(nd, "index") == idx
+    # the maps against the JSON and ExecuTorch's parser
+    dh = art.frames["debug_handles"]
+    rows = []
+    for m, inner in dh_json.items():
+        for k, v in inner.items():
+            for pos, h in enumerate(v if isinstance(v, list) else [v]):
+                rows.append((m, int(k), pos, h))
+    got = list(dict.fromkeys(zip(values(dh, "method"), values(dh, "instruction"),
+                                 values(dh, "position"), values(dh, "debug_handle"))))
+    assert got == rows
+    edge = [n for p, n in want_nodes if p == EDGE]
+    for r in dh.itertuples():
+        names = [n["name"] for n in edge if int(n["metadata"].get("debug_handle", -1))
+                 == r.debug_handle]
+        assert r.node in names
+    dm = art.frames["delegate_map"]
+    drows = []
+    for m, inner in dm_json.items():
+        for k, v in inner.items():
+            ids = v.get("delegate_map") or {}
+            if not ids:
+                drows.append((m, int(k), v.get("name"), None, None, None))
+            for ident, hs in ids.items():
+                for pos, h in enumerate(hs if isinstance(hs, list) else [hs]):
+                    drows.append((m, int(k), v.get("name"), ident, pos, h))
+    assert list(dict.fromkeys(zip(*(values(dm, c) for c in (
+        "method", "instruction", "backend", "delegate_debug_id", "position",
+        "debug_handle"))))) == drows
+    mod = pytest.importorskip("executorch.devtools.etrecord")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = mod.parse_etrecord(str(path))
+    assert {m: {str(k): v if isinstance(v, list) else [v] for k, v in inner.items()}
+            for m, inner in theirs._debug_handle_map.items()} == \
+        {m: {str(k): [h for mm, kk, _, h in rows if (mm, kk) == (m, int(k))] for k in inner}
+         for m, inner in dh_json.items()}
+    assert art.info["export_graph_id"] == theirs.export_graph_id
+    seg = art.segments
+    assert seg["size"].sum() == path.stat().st_size
+    assert art.tensors.empty
+    assert list(art.tensors.columns) == ["name", "dtype", "shape", "nbytes", "storage", "file",
+                                         "offset"]
+
+
+def test_member_kind_and_program_stage():
+    assert RS.member_kind("ETRECORD_V0") == ("marker", None)
+    for name, kind in (("debug_handle_map", "debug_handle_map"), ("delegate_map", "delegate_map"),
+                       ("instruction_id_to_num_outs_map", "num_outs_map"),
+                       ("export_graph_id", "export_graph_id"),
+                       ("reference_outputs", "reference_outputs"),
+                       ("representative_inputs", "representative_inputs")):
+        assert RS.member_kind(name) == (kind, None)
+    assert RS.member_kind("p_state_dict") == ("state_dict", "p")
+    assert RS.member_kind("a/b_constants") == ("constants", "a/b")
+    assert RS.member_kind("x_example_inputs") == ("example_inputs", "x")
+    assert RS.member_kind("_state_dict") == ("program", "_state_dict")
+    assert RS.member_kind("_constants") == ("program", "_constants")
+    assert RS.member_kind("_example_inputs") == ("program", "_example_inputs")
+    assert RS.member_kind("state_dict") == ("program", "state_dict")
+    assert RS.member_kind("a_state_dict_x") == ("program", "a_state_dict_x")
+    assert RS.member_kind("ETRECORD_V0_state_dict") == ("state_dict", "ETRECORD_V0")
+    assert RS.member_kind("debug_handle_map_constants") == ("constants", "debug_handle_map")
+    assert RS.program_stage("exported_program") == ("export", None)
+    assert RS.program_stage("edge_dialect_exported_program") == ("edge", "forward")
+    assert RS.program_stage("edge_dialect_exported_program/forward") == ("edge", "forward")
+    assert RS.program_stage("edge_dialect_exported_program/a/b") == ("edge", "a/b")
+    assert RS.program_stage("edge_dialect_exported_program/") == ("edge", "")
+    assert RS.program_stage("edge_dialect_exported_programx") == ("extra", None)
+    assert RS.program_stage("edge_dialect_exported_programx/m") == ("extra", "m")
+    assert RS.program_stage("aten/forward") == ("extra", "forward")
+    assert RS.program_stage("a/b/c") == ("extra", "c")
+    assert RS.program_stage("graph") == ("extra", None)
+    assert RS.program_stage("exported_program/forward") == ("extra", "forward")
+    assert RS.SEGMENT_KIND["program"] == "graph" and set(RS.SEGMENT_KIND) == set(RS.MEMBER_KINDS)
+
+
+def test_record_detect():
+    head = zip_bytes([("ETRECORD_V0", b""), ("x", b"{}")])[:64]
+    assert etrecord.detect(head) and etrecord.detect(head[:41])
+    assert not etrecord.detect(head[:40])
+    assert not etrecord.detect(b"PK\x03\x05" + head[4:])
+    bad = bytearray(head)
+    bad[26:28] = struct.pack("<H", 12)
+    assert not etrecord.detect(bytes(bad))
+    assert not etrecord.detect(head[:30] + b"ETRECORD_V1" + head[41:])
+    assert not etrecord.detect(zip_bytes([("ETRECORD_V0x", b"")])[:64])
+    assert not etrecord.detect(zip_bytes([("x", b""), ("ETRECORD_V0", b"")])[:64])
+    assert etrecord.MAGIC == b"ETRECORD_V0"
+
+
+def map_record(tmp_path: Path, dh: Any = None, dm: Any = None, nodes: list | None = None,
+               extra: list | None = None) -> Path:
+    members: list = []
+    if nodes is not None:
+        members.append((EDGE, graph_json(nodes)))
+    if dh is not None:
+        members.append(("debug_handle_map", dh if isinstance(dh, (str, bytes)) else json.dumps(dh)))
+    if dm is not None:
+        members.append(("delegate_map", dm if isinstance(dm, (str, bytes)) else json.dumps(dm)))
+    return write_record(tmp_path, members + (extra or []))
+
+
+def record_error(path: Path, frames: bool = True) -> wb.ArtifactError:
+    with pytest.raises(wb.ArtifactError) as info:
+        art = wb.open(path)
+        if frames:
+            for f in art.frames:
+                art.frames[f]
+    assert info.value.file == path.name
+    return info.value
+
+
+def data_offset_of(path: Path, member: str) -> int:
+    return next(m["offset"] for m in member_oracle(path) if m["name"] == member)
+
+
+MAP_ERRORS = [
+    ({"forward": {"zero": 1}}, "['forward']", "instruction key 'zero' is not a non-negative integer"),
+    ({"forward": {"-1": 1}}, "['forward']", "instruction key '-1' is not a non-negative integer"),
+    ({"forward": {"1.0": 1}}, "['forward']", "instruction key '1.0' is not a non-negative integer"),
+    ({"forward": {"\u0661": 1}}, "['forward']",
+     "instruction key '\u0661' is not a non-negative integer"),
+    ({"forward": {"1" * 19: 1}}, "['forward']",
+     f"instruction key '{'1' * 19}' is not a non-negative integer"),
+    ({"forward": {"k" * 50: 1}}, "['forward']",
+     f"instruction key '{'k' * 40}' is not a non-negative integer"),
+    ({"7x": 1}, "", "instruction key '7x' is not a non-negative integer"),
+    ({"forward": {"0": "1"}}, "['forward']['0']", "debug handle '1' is not an integer"),
+    ({"forward": {"0": [1, True]}}, "['forward']['0']", "debug handle 'True' is not an integer"),
+    ({"forward": {"0": 1.5}}, "['forward']['0']", "debug handle '1.5' is not an integer"),
+    ({"forward": {"0": [None]}}, "['forward']['0']", "debug handle 'None' is not an integer"),
+    ({"forward": {"0": "x" * 60}}, "['forward']['0']",
+     f"debug handle '{'x' * 40}' is not an integer"),
+    ({"0": [1, "a"]}, "[None]['0']", "debug handle 'a' is not an integer"),
+    ([1, 2], "", "expected a JSON object, got list"),
+    ("3", "", "expected a JSON object, got int"),
+    ('"s"', "", "expected a JSON object, got str"),
+]
+
+
+@pytest.mark.parametrize("value,where,detail", MAP_ERRORS)
+def test_debug_handle_map_errors(tmp_path, value, where, detail):
+    p = map_record(tmp_path, dh=value if isinstance(value, str) else json.dumps(value))
+    e = record_error(p, frames=False)
+    assert type(e) is wb.CorruptError
+    assert e.structure == "zip member 'debug_handle_map'" + (f" {where}" if where else "")
+    assert e.detail == detail
+    assert e.offset == data_offset_of(p, "debug_handle_map")
+
+
+DELEGATE_ERRORS = [
+    ({"forward": {"0": [1]}}, "['forward']['0']", "a delegate entry is not a JSON object"),
+    ({"forward": {"0": {"name": 3}}}, "['forward']['0']", "the backend name is not a string"),
+    ({"forward": {"0": {"name": "B", "delegate_map": [1]}}}, "['forward']['0']",
+     "delegate_map is not a JSON object"),
+    ({"forward": {"0": {"name": "B", "delegate_map": {"5": "h"}}}}, "['forward']['0']['5']",
+     "debug handle 'h' is not an integer"),
+    ({"forward": {"x": {"name": "B"}}}, "['forward']", "instruction key 'x' is not a non-negative "
+     "integer"),
+    ({"0": {"name": "B", "delegate_map": {"5": [1, False]}}}, "[None]['0']['5']",
+     "debug handle 'False' is not an integer"),
+    ({"0": 5}, "[None]['0']", "a delegate entry is not a JSON object"),
+    ([], "", "expected a JSON object, got list"),
+]
+
+
+@pytest.mark.parametrize("value,where,detail", DELEGATE_ERRORS)
+def test_delegate_map_errors(tmp_path, value, where, detail):
+    p = map_record(tmp_path, dm=json.dumps(value))
+    e = record_error(p, frames=False)
+    assert type(e) is wb.CorruptError
+    assert e.structure == "zip member 'delegate_map'" + (f" {where}" if where else "")
+    assert e.detail == detail
+    assert e.offset == data_offset_of(p, "delegate_map")
+
+
+def test_maps_rows_and_joins(tmp_path):
+    nodes = [a_node("a", "executorch.exir.dialects.edge.ops.aten.add.Tensor", 1),
+             a_node("b", "torch.ops.aten.mul.Tensor", "2"),
+             a_node("c", "other.op", 1),
+             a_node("d", "no.handle")]
+    dh = {"forward": {"0": 1, "3": [2, 1, 9], "00": []}}
+    dm = {"forward": {"1": {"name": "DemoBackend", "delegate_map": {"10": [2, 1], "x #1": 9}},
+                      "2": {"name": "Empty", "delegate_map": {}},
+                      "4": {"name": None},
+                      "5": {"delegate_map": None}}}
+    p = map_record(tmp_path, dh=dh, dm=dm, nodes=nodes)
+    art = wb.open(p)
+    arc = art._parsed.extra["etrecord"]
+    assert arc.debug_handles == [("forward", 0, 0, 1), ("forward", 3, 0, 2), ("forward", 3, 1, 1),
+                                 ("forward", 3, 2, 9)]
+    assert arc.delegates == [("forward", 1, "DemoBackend", "10", 0, 2),
+                             ("forward", 1, "DemoBackend", "10", 1, 1),
+                             ("forward", 1, "DemoBackend", "x #1", 0, 9),
+                             ("forward", 2, "Empty", None, None, None),
+                             ("forward", 4, None, None, None, None),
+                             ("forward", 5, None, None, None, None)]
+    check_frame(art.frames["debug_handles"], {
+        "method": ("category", ["forward"] * 6),
+        "instruction": ("int64", [0, 0, 3, 3, 3, 3]),
+        "position": ("int64", [0, 0, 0, 1, 1, 2]),
+        "debug_handle": ("int64", [1, 1, 2, 1, 1, 9]),
+        "node": ("string", ["a", "c", "b", "a", "c", None]),
+        "target": ("category", ["executorch.exir.dialects.edge.ops.aten.add.Tensor", "other.op",
+                                "torch.ops.aten.mul.Tensor",
+                                "executorch.exir.dialects.edge.ops.aten.add.Tensor", "other.op",
+                                None]),
+        "op": ("category", ["aten.add.Tensor", "other.op", "aten.mul.Tensor", "aten.add.Tensor",
+                            "other.op", None]),
+    })
+    check_frame(art.frames["delegate_map"], {
+        "method": ("category", ["forward"] * 7),
+        "instruction": ("int64", [1, 1, 1, 1, 2, 4, 5]),
+        "backend": ("category", ["DemoBackend"] * 4 + ["Empty", None, None]),
+        "delegate_debug_id": ("string", ["10", "10", "10", "x #1", None, None, None]),
+        "position": ("Int64", [0, 1, 1, 0, None, None, None]),
+        "debug_handle": ("Int64", [2, 1, 1, 9, None, None, None]),
+        "node": ("string", ["b", "a", "c", None, None, None, None]),
+        "target": ("category", ["torch.ops.aten.mul.Tensor",
+                                "executorch.exir.dialects.edge.ops.aten.add.Tensor", "other.op",
+                                None, None, None, None]),
+        "op": ("category", ["aten.mul.Tensor", "aten.add.Tensor", "other.op", None, None, None,
+                            None]),
+    })
+    # flat maps (older writers): no method level; the only edge program answers
+    flat_dh = {"0": [1], "1": 2}
+    flat_dm = {"2": {"name": "B", "delegate_map": {"0": 2}}, "3": {"name": "C"}}
+    p = map_record(tmp_path, dh=flat_dh, dm=flat_dm, nodes=nodes)
+    art = wb.open(p)
+    dh_f = art.frames["debug_handles"]
+    assert values(dh_f, "method") == [None, None, None]
+    assert values(dh_f, "node") == ["a", "c", "b"]
+    dm_f = art.frames["delegate_map"]
+    assert values(dm_f, "method") == [None, None]
+    assert values(dm_f, "node") == ["b", None] and values(dm_f, "backend") == ["B", "C"]
+    # a method level whose entries are objects with a flat key is taken as flat
+    p = map_record(tmp_path, dm={"7": {"name": "B"}, "8": {"delegate_map": {}}})
+    assert values(wb.open(p).frames["delegate_map"], "instruction") == [7, 8]
+    # empty maps: no rows; and {} at the method level
+    p = map_record(tmp_path, dh={}, dm={"forward": {}})
+    art = wb.open(p)
+    assert art.frames["debug_handles"].empty and art.frames["delegate_map"].empty
+    assert list(art.frames["delegate_map"].columns) == ["method", "instruction", "backend",
+                                                        "delegate_debug_id", "position",
+                                                        "debug_handle", "node", "target", "op"]
+
+
+def test_handles_name_nodes_of_their_method(tmp_path):
+    """Two edge programs: each handle is looked up in its own method's program only; an
+    export-stage program is never used."""
+    fwd = graph_json([a_node("f1", "t.a", 1), a_node("f2", "t.b", 2)])
+    enc = graph_json([a_node("e1", "t.c", 1)])
+    exp = graph_json([a_node("x1", "t.d", 2)])
+    p = write_record(tmp_path, [
+        ("exported_program", exp), ("edge_dialect_exported_program/forward", fwd),
+        ("edge_dialect_exported_program/encode", enc),
+        ("debug_handle_map", json.dumps({"forward": {"0": [1, 2]}, "encode": {"0": 1, "1": 2}})),
+        ("delegate_map", json.dumps({"encode": {"3": {"name": "B", "delegate_map": {"i": 1}}}}))])
+    art = wb.open(p)
+    dh = art.frames["debug_handles"]
+    assert list(zip(values(dh, "method"), values(dh, "instruction"), values(dh, "node"))) == [
+        ("forward", 0, "f1"), ("forward", 0, "f2"), ("encode", 0, "e1"), ("encode", 1, None)]
+    assert categories(dh, "method") == ["forward", "encode"]
+    dm = art.frames["delegate_map"]
+    assert values(dm, "node") == ["e1"]
+    cols = art._parsed.extra["etrecord"]
+    rc = RC.RecordColumns(cols)
+    by = rc._by_handle()
+    assert sorted(((k, [n.name for n in v]) for k, v in by.items()), key=str) == [
+        (("encode", 1), ["e1"]), (("forward", 1), ["f1"]), (("forward", 2), ["f2"])]
+    # one edge program: its method and None both answer
+    p = write_record(tmp_path, [("exported_program", exp), (EDGE, fwd)], name="one.etrecord")
+    by = RC.RecordColumns(wb.open(p)._parsed.extra["etrecord"])._by_handle()
+    assert sorted(((k, [n.name for n in v]) for k, v in by.items()), key=str) == [
+        (("forward", 1), ["f1"]), (("forward", 2), ["f2"]), ((None, 1), ["f1"]),
+        ((None, 2), ["f2"])]
+    assert RC._short("torch.ops.aten.x") == "aten.x"
+    assert RC._short("executorch.exir.dialects.edge.ops.aten.y.default") == "aten.y.default"
+    assert RC._short("torch.opsx") == "torch.opsx" and RC._short("") == ""
+    assert RC._short("a.torch.ops.b") == "a.torch.ops.b"
+
+
+def test_nodes_every_column(tmp_path):
+    stack = "L__self__,,m.M;L__self__fc,fc,torch.nn.Linear"
+    inner = [a_node("s1", "torch.ops.aten.sin.default", 7, trace="inner trace")]
+    deeper = [a_node("d1", "t.deep", "8")]
+    nodes = [
+        a_node("a", "executorch.exir.dialects.edge.ops.aten.add.Tensor", 1, stack, "trace a",
+               "('add', 'builtin')"),
+        a_node(None, "torch.ops.aten.mul.Tensor", "2",
+               outputs=[{"as_tensor": {"name": "mul_out"}}]),
+        a_node(None, "t.list_out", " 3 ", outputs=[{"as_tensors": [{"name": "lo"}, {"name": "l2"}]}]),
+        a_node(None, "t.no_out", "-4", outputs=[]),
+        a_node("cond", "torch.ops.higher_order.cond", True, "a,b",
+               inputs=[{"name": "pred", "arg": {"as_tensor": {"name": "x"}}},
+                       sub_graph(inner, "true_graph_0"), sub_graph([a_node(
+                           "w", "t.w", 1.5, inputs=[sub_graph(deeper)])])]),
+        a_node("m", "t.meta_none", meta=None, inputs="not a list"),
+        a_node("z", "t.z", "12345678901234567890", "k,p,t,with,commas",
+               fn=5, trace=["not", "text"], inputs=[None, 3, {"arg": 4}, {"arg": {"as_graph": 1}}]),
+        a_node("y", "t.y", "1" * 19),
+    ]
+    p = write_record(tmp_path, [(EDGE, graph_json(nodes, schema_version={"major": 8, "minor": 1},
+                                                  dialect="EDGE"))])
+    art = wb.open(p)
+    check_frame(art.frames["nodes"], {
+        "program": ("category", [EDGE] * 11),
+        "stage": ("category", ["edge"] * 11),
+        "method": ("category", ["forward"] * 11),
+        "graph": ("string", [""] * 8 + ["true_graph_0", "cond.2", "cond.2/w.0"]),
+        "index": ("int64", [0, 1, 2, 3, 4, 5, 6, 7, 0, 0, 0]),
+        "name": ("string", ["a", "mul_out", "lo", "", "cond", "m", "z", "y", "s1", "w", "d1"]),
+        "target": ("category", ["executorch.exir.dialects.edge.ops.aten.add.Tensor",
+                                "torch.ops.aten.mul.Tensor", "t.list_out", "t.no_out",
+                                "torch.ops.higher_order.cond", "t.meta_none", "t.z", "t.y",
+                                "torch.ops.aten.sin.default", "t.w", "t.deep"]),
+        "op": ("category", ["aten.add.Tensor", "aten.mul.Tensor", "t.list_out", "t.no_out",
+                            "higher_order.cond", "t.meta_none", "t.z", "t.y", "aten.sin.default",
+                            "t.w", "t.deep"]),
+        "debug_handle": ("Int64", [1, 2, 3, -4, None, None, None, int("1" * 19), 7, None, 8]),
+        "module": ("string", ["fc", None, None, None, None, None, "p", None, None, None, None]),
+        "module_type": ("category", ["torch.nn.Linear", None, None, None, None, None,
+                                     "t,with,commas", None, None, None, None]),
+        "module_stack": ("string", [stack, None, None, None, "a,b", None, "k,p,t,with,commas",
+                                    None, None, None, None]),
+        "stack_trace": ("string", ["trace a", None, None, None, None, None, None, None,
+                                   "inner trace", None, None]),
+        "torch_fn": ("string", ["('add', 'builtin')"] + [None] * 10),
+    })
+    check_frame(art.frames["programs"], {
+        "program": ("string", [EDGE]), "stage": ("category", ["edge"]),
+        "method": ("category", ["forward"]), "nodes": ("int64", [11]), "ops": ("int64", [11]),
+        "debug_handles": ("int64", [7]), "schema_version": ("string", ["8.1"]),
+        "dialect": ("string", ["EDGE"]),
+    })
+    prog = art._parsed.extra["etrecord"].program(EDGE)
+    assert prog is art._parsed.extra["etrecord"].program(EDGE)  # parsed once
+    assert [n.module_type for n in prog.nodes][:1] == ["torch.nn.Linear"]
+
+
+@pytest.mark.parametrize("version,want", [({"major": 3, "minor": 0}, "3.0"), ({"major": 3}, "3.None"),
+                                           ({}, "None.None"), (5, "5"), ("7.2", "7.2"), (True, None),
+                                           (None, None), ([1], None), (1.5, None)])
+def test_program_schema_version_and_dialect(tmp_path, version, want):
+    top = {} if version is None else {"schema_version": version}
+    p = write_record(tmp_path, [("exported_program", graph_json(
+        [a_node("a", "t.a"), a_node("b", "t.a", 0)], dialect=7 if want is None else "ATEN",
+        **top))])
+    pr = wb.open(p).frames["programs"]
+    assert values(pr, "schema_version") == [want]
+    assert values(pr, "dialect") == [None if want is None else "ATEN"]
+    assert values(pr, "stage") == ["export"] and values(pr, "method") == [None]
+    assert values(pr, "nodes") == [2] and values(pr, "ops") == [1]
+    assert values(pr, "debug_handles") == [1]
+
+
+def test_handle_output_name_and_module_helpers():
+    assert RR._handle(3) == 3 and RR._handle(0) == 0 and RR._handle(-2) == -2
+    assert RR._handle(True) is None and RR._handle(False) is None
+    assert RR._handle("12") == 12 and RR._handle(" 5 ") == 5 and RR._handle("-3") == -3
+    assert RR._handle("1" * 19) == int("1" * 19) and RR._handle("1" * 20) is None
+    assert RR._handle("-" + "1" * 18) == -int("1" * 18)
+    assert RR._handle("1.5") is None and RR._handle("") is None and RR._handle("x") is None
+    assert RR._handle(None) is None and RR._handle(2.0) is None and RR._handle([1]) is None
+    assert RR._output_name([{"as_tensor": {"name": "o"}}]) == "o"
+    assert RR._output_name([{"as_tensors": [{"name": "p"}, {"name": "q"}]}]) == "p"
+    assert RR._output_name([{"a": 1, "b": {"name": "second"}}]) == "second"
+    assert RR._output_name([{"a": {"name": 3}, "b": [{"name": "l"}]}]) == "l"
+    assert RR._output_name([{"a": []}, {"b": {"name": "not first"}}]) == ""
+    assert RR._output_name([{"a": [1]}]) == "" and RR._output_name([{"a": [{"x": 1}]}]) == ""
+    assert RR._output_name([]) == "" and RR._output_name(None) == ""
+    assert RR._output_name({"a": {"name": "x"}}) == "" and RR._output_name([3]) == ""
+    assert RR._innermost_module(None) == (None, None)
+    assert RR._innermost_module("") == (None, None)
+    assert RR._innermost_module("a,b") == (None, None)
+    assert RR._innermost_module("x,y,z;a,b") == (None, None)
+    assert RR._innermost_module("a,b;k,p,t") == ("p", "t")
+    assert RR._innermost_module("k,p,t,u") == ("p", "t,u")
+    assert RR._innermost_module("k,,t") == ("", "t")
+    n = RR.Node("g", 2, "n", "t", 5, "k,p,T", "st", "fn")
+    assert (n.graph, n.index, n.name, n.target, n.debug_handle, n.module_stack, n.module,
+            n.module_type, n.stack_trace, n.torch_fn) == ("g", 2, "n", "t", 5, "k,p,T", "p", "T",
+                                                          "st", "fn")
+    prog = RR.Program("edge_dialect_exported_program/enc")
+    assert (prog.member, prog.stage, prog.method, prog.nodes, prog.schema_version,
+            prog.dialect) == ("edge_dialect_exported_program/enc", "edge", "enc", [], None, None)
+
+
+PROGRAM_ERRORS = [
+    ("[1, 2]", "", "the serialized program is not a JSON object"),
+    ('{"graph_module": 1}', " graph_module", "graph_module.graph is missing or not an object"),
+    ('{"graph_module": {"graph": []}}', " graph_module",
+     "graph_module.graph is missing or not an object"),
+    ('{"x": 1}', " graph_module", "graph_module.graph is missing or not an object"),
+    ('{"graph_module": {"graph": {"nodes": {}}}}', " graph_module.graph.nodes",
+     "nodes is not a list"),
+    ('{"graph_module": {"graph": {"nodes": [{"target": "t"}, 3]}}}',
+     " graph_module.graph.nodes[1]", "a node is not a JSON object"),
+    ('{"graph_module": {"graph": {"nodes": [{"target": 5}]}}}', " graph_module.graph.nodes[0]",
+     "the node target is not a string"),
+    ('{"graph_module": {"graph": {"nodes": [{"name": "n"}]}}}', " graph_module.graph.nodes[0]",
+     "the node target is not a string"),
+    ('{"graph_module": {"graph": {"nodes": [{"target": "t", "metadata": []}]}}}',
+     " graph_module.graph.nodes[0].metadata", "metadata is not a JSON object"),
+    (json.dumps({"graph_module": {"graph": {"nodes": [a_node("c", "t", inputs=[
+        {"arg": 1}, {"arg": {"as_graph": {"name": "g"}}}])]}}}),
+     " graph_module.graph.nodes[0].inputs[1].arg.as_graph.graph", "a graph is not a JSON object"),
+    (json.dumps({"graph_module": {"graph": {"nodes": [a_node("c", "t", inputs=[
+        sub_graph([a_node("i", "t", inputs=[{"arg": {"as_graph": {"graph": 3}}}])])])]}}}),
+     " graph_module.graph.nodes[0].inputs[0].arg.as_graph.graph.nodes[0].inputs[0].arg.as_graph"
+     ".graph", "a graph is not a JSON object"),
+    (json.dumps({"graph_module": {"graph": {"nodes": [a_node("c", "t", inputs=[
+        sub_graph({"a": 1})])]}}}), " graph_module.graph.nodes[0].inputs[0].arg.as_graph.graph"
+     ".nodes", "nodes is not a list"),
+]
+
+
+@pytest.mark.parametrize("text,where,detail", PROGRAM_ERRORS)
+def test_bad_programs(tmp_path, text, where, detail):
+    p = write_record(tmp_path, [(EDGE, text)], deflate=(EDGE,) if text[0] == "[" else ())
+    art = wb.open(p)
+    assert values(art.frames["members"], "kind") == ["marker", "program"]
+    with pytest.raises(wb.ArtifactError) as info:
+        art.frames["programs"]
+    e = info.value
+    assert type(e) is wb.CorruptError
+    assert e.structure == f"zip member '{EDGE}'{where}"
+    assert e.detail == detail and e.file == p.name
+    assert e.offset == data_offset_of(p, EDGE)
+    with pytest.raises(wb.CorruptError):
+        wb.open(p).frames["nodes"]
+
+
+def test_program_nodes_absent_and_empty(tmp_path):
+    p = write_record(tmp_path, [("exported_program", '{"graph_module": {"graph": {}}}'),
+                                ("aten/forward", graph_json([]))])
+    art = wb.open(p)
+    pr = art.frames["programs"]
+    assert values(pr, "program") == ["exported_program", "aten/forward"]
+    assert values(pr, "nodes") == [0, 0] and values(pr, "ops") == [0, 0]
+    assert values(pr, "stage") == ["export", "extra"] and values(pr, "method") == [None, "forward"]
+    nd = art.frames["nodes"]
+    assert nd.empty and list(nd.columns) == [
+        "program", "stage", "method", "graph", "index", "name", "target", "op", "debug_handle",
+        "module", "module_type", "module_stack", "stack_trace", "torch_fn"]
+    assert art.frames["debug_handles"].empty
+
+
+def test_members_kinds_pickles_and_names(tmp_path):
+    members = [
+        ("exported_program", graph_json([])),
+        ("exported_program_state_dict", b"\x80\x02}q\x00."),
+        ("exported_program_constants", b"not a pickle at all"),   # pickled by name
+        ("exported_program_example_inputs", b"\x80\x05K\x01."),
+        ("reference_outputs", b"\x80\x04."),
+        ("representative_inputs", b""),
+        ("p2", b"\x80\x03K\x01."),        # a pickle by content, not JSON: other
+        ("p1", b"\x80\x01K\x01."),        # protocol 1: not recognised
+        ("p6", b"\x80\x06K\x01."),        # protocol 6: not recognised
+        ("p5", b"\x80\x05"),              # protocol 5, two bytes
+        ("one", b"\x80"),                 # one byte
+        ("zip", b"PK\x03\x04rest"),       # a torch.save zip
+        ("zip3", b"PK\x03"),              # too short for one
+        ("spaces", b" \n\t {}"),          # JSON after blanks: a program
+        ("late", b" " * 64 + b"{}"),      # the brace after 64 bytes: not seen
+        ("edge", b" " * 63 + b"{}"),      # just seen
+        ("/abs", b"{}"), ("C:x", b"{}"), ("a\\b", b"{}"), ("a\x01b", b"{}"), ("a\x7fb", b"{}"),
+        ("a\u009fb", b"{}"), ("a\u00a0b", b"{}"), ("../up", b"{}"), ("a/../b", b"{}"),
+        ("a/..", b"{}"), ("..", b"{}"), ("..a", b"{}"), ("a..b", b"{}"), ("a/b", b"{}"),
+        ("deflated", b"[1, 2, 3] not json"),  # compressed: assumed JSON (a program)
+        ("deflated_state_dict", b"\x80\x04."),  # compressed: pickled by name only
+        ("instruction_id_to_num_outs_map", b"{}"),
+        ("export_graph_id", b"42"),
+    ]
+    p = write_record(tmp_path, members, deflate=("deflated", "deflated_state_dict"))
+    art = wb.open(p)
+    kinds = ["marker", "program", "state_dict", "constants", "example_inputs",
+             "reference_outputs", "representative_inputs", "other", "other", "other", "other",
+             "other", "other", "other", "program", "other", "program"] + ["program"] * 14 + [
+        "program", "state_dict", "num_outs_map", "export_graph_id"]
+    pickled = [False, False, True, True, True, True, True, True, False, False, True, False,
+               True, False, False, False, False] + [False] * 14 + [False, True, False, False]
+    unsafe = [False] * 17 + [True, True, True, True, True, True, False, True, True, True, True,
+                             False, False, False] + [False] * 4
+    check_members(art, p, kinds=kinds, pickled=pickled, unsafe=unsafe)
+    mem = art.frames["members"]
+    assert values(mem, "model") == [None, "exported_program", "exported_program",
+                                    "exported_program", "exported_program", None, None, None,
+                                    None, None, None, None, None, None, "spaces", None, "edge"] + \
+        [m for m, _ in members[16:30]] + ["deflated", "deflated", None, None]
+    assert values(mem, "compressed")[-4:] == [True, True, False, False]
+    assert art.info["export_graph_id"] == 42
+    assert art.info["pickled_members"] == sum(pickled)
+    assert art.info["programs"] == ["exported_program", "spaces", "edge"] + \
+        [m for m, _ in members[16:30]] + ["deflated"]
+    seg = art.segments
+    kinds_of = dict(zip(values(seg, "name"), values(seg, "kind")))
+    assert kinds_of["p2"] == "other" and kinds_of["spaces"] == "graph"
+    assert kinds_of["exported_program_state_dict"] == "pickle"
+    assert kinds_of["export_graph_id"] == "metadata" and kinds_of["ETRECORD_V0"] == "metadata"
+
+
+@pytest.mark.parametrize("raw,want", [(b"7", 7), (b"0", 0), (b"-3", -3), (b"true", None),
+                                      (b"false", None), (b"1.5", None), (b'"7"', None),
+                                      (b"null", None), (b"[1]", None)])
+def test_export_graph_id(tmp_path, raw, want):
+    p = write_record(tmp_path, [("export_graph_id", raw)])
+    assert wb.open(p).info["export_graph_id"] == want
+    p = write_record(tmp_path, [])
+    assert wb.open(p).info["export_graph_id"] is None
+
+
+def test_bad_export_graph_id_json(tmp_path):
+    p = write_record(tmp_path, [("export_graph_id", b"{")])
+    e = record_error(p, frames=False)
+    assert type(e) is wb.CorruptError and e.structure == "zip member 'export_graph_id'"
+    assert e.offset == data_offset_of(p, "export_graph_id") + 1  # where the JSON fails
+
+
+def test_no_marker_and_duplicates(tmp_path):
+    p = write_record(tmp_path, [("x", b"{}")], marker=False)
+    src = Source(str(p))
+    with pytest.raises(wb.CorruptError) as info:
+        RR.Archive(src)
+    e = info.value
+    z = next(i for i in [p.read_bytes()] for _ in [0])
+    cd = struct.unpack_from("<I", z, len(z) - 22 + 16)[0]
+    assert (e.structure, e.offset, e.detail, e.file) == (
+        "zip central directory", cd, "no ETRECORD_V0 marker member: not an ETRecord", p.name)
+    src.close()
+    p = write_record(tmp_path, [("debug_handle_map", json.dumps({"forward": {"0": 1}})),
+                                ("exported_program", graph_json([a_node("a", "t")])),
+                                ("exported_program", graph_json([])),
+                                ("debug_handle_map", json.dumps({"forward": {"5": 2}}))],
+                     name="dup.etrecord")
+    art = wb.open(p)
+    assert sorted(art._parsed.findings, key=str) == [
+        {"severity": "warning", "structure": "zip member 'debug_handle_map'", "offset": None,
+         "message": "the name occurs more than once; the first member is used"},
+        {"severity": "warning", "structure": "zip member 'exported_program'", "offset": None,
+         "message": "the name occurs more than once; the first member is used"}]
+    assert art.info["programs"] == ["exported_program"] and art.info["members"] == 5
+    assert values(art.frames["debug_handles"], "instruction") == [0]
+    assert values(art.frames["programs"], "nodes") == [1]
+    assert values(art.frames["members"], "kind") == ["marker", "debug_handle_map", "program",
+                                                     "program", "debug_handle_map"]
+
+
+def test_segments_with_descriptors(tmp_path):
+    members = [("exported_program", graph_json([])), ("debug_handle_map", b"{}"),
+               ("exported_program_state_dict", b"\x80\x04.")]
+    for descriptors in (False, True):
+        p = write_record(tmp_path, members, descriptors=descriptors,
+                         name=f"d{int(descriptors)}.etrecord")
+        data = p.read_bytes()
+        art = wb.open(p)
+        want = member_oracle(p)
+        assert all(w["descriptor"] == descriptors for w in want)
+        rows = []
+        kinds = {"ETRECORD_V0": "metadata", "exported_program": "graph",
+                 "debug_handle_map": "metadata", "exported_program_state_dict": "pickle"}
+        for i, w in enumerate(want):
+            lho, off, size = w["header_offset"], w["offset"], w["size"]
+            rows.append(("local header", "header", lho, off - lho, i, w["name"]))
+            rows.append((w["name"], kinds[w["name"]], off, size, i, ""))
+            if descriptors:
+                rows.append(("data descriptor", "data_descriptor", off + size, 16, i, w["name"]))
+        eocd = len(data) - 22
+        cd_size, cd = struct.unpack_from("<II", data, eocd + 12)
+        rows.append(("central directory", "central_directory", cd, cd_size, None,
+                     f"{len(want)} entries"))
+        rows.append(("end of central directory", "end_record", eocd, 22, None, ""))
+        seg = art.segments
+        assert list(zip(values(seg, "name"), values(seg, "kind"), values(seg, "offset"),
+                        values(seg, "size"), values(seg, "index"), values(seg, "used_by"))) == rows
+        assert values(seg, "file") == [str(p)] * len(rows)
+        assert str(seg["index"].dtype) == "Int64"
+
+
+def test_damaged_members(tmp_path):
+    members = [("exported_program", graph_json([a_node("a", "t", 1)])),
+               ("debug_handle_map", json.dumps({"forward": {"0": 1}})),
+               ("delegate_map", json.dumps({"forward": {"0": {"name": "B"}}})),
+               ("edge_dialect_exported_program/forward", graph_json([a_node("e", "t", 1)])),
+               ("export_graph_id", b"5")]
+    p = write_record(tmp_path, members)
+    data = bytearray(p.read_bytes())
+    want = member_oracle(p)
+    damaged = ["debug_handle_map", "delegate_map", EDGE, "export_graph_id"]
+    for m in want:
+        if m["name"] in damaged:
+            data[m["header_offset"] + 3] = 5  # the local header's signature
+    q = tmp_path / "dmg.etrecord"
+    q.write_bytes(bytes(data))
+    art = wb.open(q)
+    assert art._parsed.findings == [
+        {"severity": "error", "structure": f"zip local header of {m['name']!r}",
+         "offset": m["header_offset"],
+         "message": f"member {m['name']!r} cannot be read (nor by Python's zipfile): bad "
+                    f"signature 0x05034b50 (expected 0x04034b50); frames built from it are empty"}
+        for m in want if m["name"] in damaged]
+    mem = art.frames["members"]
+    is_bad = [m["name"] in damaged for m in want]
+    assert values(mem, "damaged") == is_bad
+    assert values(mem, "offset") == [-1 if b else m["offset"] for m, b in zip(want, is_bad)]
+    assert values(mem, "align") == [None if b or m["offset"] == 0 else m["offset"] & -m["offset"]
+                                    for m, b in zip(want, is_bad)]
+    assert values(mem, "pickled") == [False] * len(want)
+    assert values(mem, "kind") == ["marker", "program", "debug_handle_map", "delegate_map",
+                                   "program", "export_graph_id"]
+    assert art.frames["debug_handles"].empty and art.frames["delegate_map"].empty
+    assert art.info["export_graph_id"] is None
+    pr = art.frames["programs"]
+    assert values(pr, "program") == ["exported_program", EDGE]
+    assert values(pr, "nodes") == [1, 0]
+    assert values(art.frames["nodes"], "name") == ["a"]
+    seg = art.segments
+    rows = list(zip(values(seg, "name"), values(seg, "kind"), values(seg, "offset"),
+                    values(seg, "size"), values(seg, "used_by")))
+    first = want[2]["header_offset"]
+    gap_end = want[1]["header_offset"] + (want[1]["offset"] - want[1]["header_offset"]) + \
+        want[1]["size"]
+    assert ("exported_program", "graph", want[1]["offset"], want[1]["size"], "") in rows
+    assert gap_end == first
+    assert seg["size"].sum() == len(data)
+    dmg = [r for r in rows if r[1] == "damaged"]
+    assert [r[4] for r in dmg] == ["debug_handle_map, delegate_map, "
+                                   "edge_dialect_exported_program/forward, export_graph_id"]
+    assert [(r[0], r[2], r[3]) for r in dmg] == [
+        ("damaged members", first, next(r[2] for r in rows if r[0] == "central directory")
+         - first)]
+    assert "local header" not in [r[0] for r in rows if r[2] >= first and r[1] != "damaged"
+                                  and r[0] != "central directory"]
+
+
+def test_damaged_member_between_good_ones(tmp_path):
+    members = [("a", graph_json([])), ("debug_handle_map", b"{}"), ("b", graph_json([]))]
+    p = write_record(tmp_path, members)
+    data = bytearray(p.read_bytes())
+    want = member_oracle(p)
+    data[want[2]["header_offset"] + 3] = 5
+    q = tmp_path / "dmg.etrecord"
+    q.write_bytes(bytes(data))
+    seg = wb.open(q).segments
+    rows = list(zip(values(seg, "name"), values(seg, "kind"), values(seg, "offset"),
+                    values(seg, "size"), values(seg, "used_by"), values(seg, "index")))
+    lho = want[2]["header_offset"]
+    assert ("damaged members", "damaged", lho, want[3]["header_offset"] - lho,
+            "debug_handle_map", None) in rows
+    assert ("local header", "header", want[3]["header_offset"],
+            want[3]["offset"] - want[3]["header_offset"], "b", 3) in rows
+    # only gaps holding a damaged member's header are relabelled
+    raw = {"offset": np.array([0, 10, 20, 30], np.int64), "size": np.array([10, 10, 10, 5]),
+           "index": np.array([-1, 0, -1, -1]), "kind": objects_of(["padding", "x", "padding",
+                                                                   "trailing"]),
+           "name": objects_of(["padding", "m", "padding", "t"]),
+           "used_by": objects_of(["", "", "", ""])}
+    RC._mark_damaged(raw, ["m", "d1", "d2", "d3"], np.array([10, 30, 20, 0], np.int64),
+                     np.array([False, True, True, True]))
+    assert list(raw["kind"]) == ["damaged", "x", "damaged", "trailing"]
+    assert list(raw["name"]) == ["damaged members", "m", "damaged members", "t"]
+    assert list(raw["used_by"]) == ["d3", "", "d1, d2", ""]
+
+
+def objects_of(items: list) -> np.ndarray:
+    out = np.empty(len(items), object)
+    out[:] = items
+    return out
+
+
+def test_record_read_parsed(tmp_path):
+    p = write_record(tmp_path, [("exported_program", graph_json([])),
+                                ("exported_program_state_dict", b"\x80\x04."),
+                                ("export_graph_id", b"9")])
+    src = Source(str(p))
+    parsed = etrecord.read(src)
+    assert parsed.format == "etrecord" and parsed.path == str(p)
+    assert list(parsed.sources) == [str(p)]
+    assert {k: parsed.info[k] for k in ("members", "programs", "export_graph_id",
+                                        "pickled_members")} == {
+        "members": 4, "programs": ["exported_program"], "export_graph_id": 9,
+        "pickled_members": 1}
+    assert sorted(parsed.builders) == sorted(RECORD_FRAMES)
+    arc = parsed.extra["etrecord"]
+    assert isinstance(arc, RR.Archive) and parsed.extra["zip"] is arc.zip
+    for name, builder in parsed.builders.items():
+        assert builder.__name__ == f"{name}_columns" and builder.__self__.arc is arc
+    assert parsed.findings == []
+    assert RC.RecordColumns(arc).tensors_columns() == {
+        c: [] for c in ("name", "dtype", "shape", "nbytes", "storage", "file", "offset")}
+    src.close()
