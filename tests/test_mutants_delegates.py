@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import pathlib
+import re
 import struct
 import subprocess
 
@@ -1555,3 +1556,269 @@ def test_vulkan_largest_dims_and_chain_errors(tmp_path):
     fails(bad, "VulkanBackend", TruncatedError, "VkGraph.chain[0].args", 32 + args,
           lambda w: f"vector of {1 << 28} x 4-byte elements runs past the end of the VkGraph "
           f"flatbuffer (0x{w + 32 + len(fb):x})")
+
+
+# -- XNNPACK (graphs written by flatc from ExecuTorch's schema.fbs / runtime_schema.fbs) ----------
+
+XNN_SCHEMA = "backends/xnnpack/serialization/schema.fbs"
+XN00_SCHEMA = "backends/xnnpack/serialization/runtime_schema.fbs"
+INVALID = (1 << 32) - 1
+
+
+def _schema_tables(schema: str) -> tuple[dict[str, list[tuple[str, str]]], dict[str, list]]:
+    """Tables (fields and types in order) and unions (member name, table) of a .fbs file."""
+    text = re.sub(r"//[^\n]*", "", (_executorch_dir() / schema).read_text())
+    tables = {m[1]: re.findall(r"(\w+)\s*:\s*([\w\[\]]+)", m[2])
+              for m in re.finditer(r"table\s+(\w+)\s*\{(.*?)\}", text, re.S)}
+    unions = {m[1]: [(a, b or a) for a, b in re.findall(r"(\w+)\s*(?::\s*(\w+))?\s*,?",
+                                                        m[2])]
+              for m in re.finditer(r"union\s+(\w+)\s*\{(.*?)\}", text, re.S)}
+    return tables, unions
+
+
+def _xnn(fb: bytes, consts: bytes = b"", head=None, tail: bytes = b"") -> bytes:
+    """An XH00 blob: header (30 bytes + 2 padding), the flatbuffer padded to 16, constants."""
+    body = fb + b"\0" * (-len(fb) % 16)
+    if head is None:
+        head = (30, 32, len(fb), 32 + len(body), len(consts))
+    return struct.pack("<4s4sHIIIQ", b"", b"XH00", *head) + b"\0\0" + body + consts + tail
+
+
+def _tv(dt: str, dims, *, cbi=0, ext=INVALID, flags=0, id_out=0, num_dims=None) -> dict:
+    return {"datatype": f"xnn_datatype_{dt}", "num_dims": len(dims) if num_dims is None else
+            num_dims, "dims": dims, "constant_buffer_idx": cbi, "external_id": ext,
+            "flags": flags, "id_out": id_out}
+
+
+def _plain(tv: dict) -> dict:
+    return {"xvalue_union_type": "XNNTensorValue", "xvalue_union": tv}
+
+
+def _quant(tv: dict, kind: str, params: dict) -> dict:
+    return {"xvalue_union_type": "XNNQuantizedTensorValue",
+            "xvalue_union": {"tensor_value": tv, "quant_params_type": kind,
+                             "quant_params": params}}
+
+
+def _every_node(tmp_path):
+    """An XNNGraph with one node of every XNodeUnion member, every field a distinct value, and
+    the inputs / outputs / flags each node should show (from the schema's field names)."""
+    tables, unions = _schema_tables(XNN_SCHEMA)
+    nodes, expect = [], []
+    for k, (member, table) in enumerate(unions["XNodeUnion"], start=1):
+        fields, node = tables[table], {}
+        ins, outs, flags = [], [], None
+        for j, (field, typ) in enumerate(fields):
+            value = 1000 * k + j
+            if typ.startswith("["):
+                node[field] = [value, value + 1]
+            elif typ == "float":
+                node[field] = value + 0.5
+            else:
+                node[field] = value
+            if field == "flags":
+                flags = value
+            elif field.startswith("output") and field.endswith("_id"):
+                outs.append(value)
+            elif field.endswith("_id"):
+                ins.append(value)
+        cat = re.fullmatch(r"XNNConcatenate(\d)", member)
+        if cat:  # ConcatenateN reads the first N of input1_id .. input5_id
+            ins = ins[:int(cat[1])]
+        x = {"xnode_union_type": member, "xnode_union": node, "debug_handle": 7 * k}
+        if k % 3 == 0:
+            x["output_min_max"] = {"output_min": -k - 0.25, "output_max": k + 0.75}
+        nodes.append(x)
+        expect.append((member[3:], tuple(ins), tuple(outs), flags, 7 * k,
+                       (-k - 0.25, k + 0.75) if k % 3 == 0 else ("nan", "nan")))
+    doc = {"version": "", "xnodes": nodes,
+           "xvalues": [_plain(_tv("fp32", [1], id_out=i)) for i in (1001, 1002)],
+           "num_externs": 0, "input_ids": [], "output_ids": [],
+           "constant_data": [{"offset": 0, "size": 0}]}
+    return flatc(XNN_SCHEMA, doc, tmp_path), expect
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_xnnpack_every_node_type(fast, tmp_path, monkeypatch):
+    from workbench.formats.delegates import xnnpack
+
+    monkeypatch.setattr(xnnpack, "FAST", fast)
+    fb, expect = _every_node(tmp_path)
+    assert len(expect) == 47
+    info = look(_xnn(fb), "XnnpackBackend")
+    rows = column_rows(info.nodes)
+    assert [(r["op"], r["inputs"], r["outputs"], r["flags"], r["debug_handle"],
+             (r["output_min"], r["output_max"])) for r in rows] == expect
+    assert [r["node"] for r in rows] == list(range(47))
+    assert info.header["xnodes"] == 47
+    unknown = {i for e in expect for i in e[1] + e[2]} - {1001, 1002}
+    first = fb_tables(fb, fb_root(fb), 1)[0]
+    assert info.findings == [Finding(
+        "warning", "XNNGraph.xnodes", AT + 32 + first,
+        f"nodes refer to {len(unknown)} value id(s) that no xvalue defines, e.g. {min(unknown)}")]
+
+
+def test_xnnpack_absent_optional_inputs_are_dropped(tmp_path):
+    fc = {"input1_id": 0, "filter_id": 1, "bias_id": INVALID, "output_id": 2, "flags": 3}
+    add = {"input1_id": INVALID, "input2_id": INVALID, "output_id": INVALID, "flags": 0}
+    doc = {"xnodes": [{"xnode_union_type": "XNNFullyConnected", "xnode_union": fc},
+                      {"xnode_union_type": "XNNAdd", "xnode_union": add},
+                      {"xnode_union_type": "XNNFullyConnected", "xnode_union": dict(fc,
+                                                                                   bias_id=1)}],
+           "xvalues": [_plain(_tv("fp32", [1], id_out=i)) for i in range(3)],
+           "constant_data": [{"offset": 0, "size": 0}]}
+    fb = flatc(XNN_SCHEMA, doc, tmp_path)
+    for fast in (True, False):
+        from workbench.formats.delegates import xnnpack
+
+        xnnpack.FAST = fast
+        try:
+            info = look(_xnn(fb), "XnnpackBackend")
+        finally:
+            xnnpack.FAST = True
+        assert [(r["inputs"], r["outputs"]) for r in column_rows(info.nodes)] == [
+            ((0, 1), (2,)), ((), (INVALID,)), ((0, 1, 1), (2,))]
+        assert [f.message for f in info.findings] == [
+            f"nodes refer to 1 value id(s) that no xvalue defines, e.g. {INVALID}"]
+
+
+def test_xnnpack_no_constant_table_and_unknown_ids_named_the_same_on_both_readers(
+        tmp_path, monkeypatch):
+    """constant_buffer_idx 0 means "no constant" even in a graph without a constant table;
+    the unknown-id finding names the smallest id whichever reader ran."""
+    from workbench.formats.delegates import xnnpack
+
+    doc = {"xnodes": [{"xnode_union_type": "XNNSoftmax",
+                       "xnode_union": {"input_id": 50, "output_id": 0}},
+                      {"xnode_union_type": "XNNAdd",
+                       "xnode_union": {"input1_id": 60, "input2_id": 0, "output_id": 0}}],
+           "xvalues": [_plain(_tv("fp32", [1], id_out=0))]}
+    fb = flatc(XNN_SCHEMA, doc, tmp_path)
+    for fast in (True, False):
+        monkeypatch.setattr(xnnpack, "FAST", fast)
+        info = look(_xnn(fb), "XnnpackBackend")
+        assert info.findings == [Finding(
+            "warning", "XNNGraph.xnodes", AT + 32 + fb_tables(fb, fb_root(fb), 1)[0],
+            "nodes refer to 2 value id(s) that no xvalue defines, e.g. 50")]
+        assert column_rows(info.tensors)[0]["storage"] == "runtime"
+        assert info.header["constant_entries"] == 0
+
+
+def _xnn_values_doc() -> dict:
+    f32 = "PerChannelQuant"
+    return {
+        "version": "v9", "num_externs": 3, "input_ids": [1, 8], "output_ids": [2],
+        "constant_data": [{"offset": 0, "size": 0}, {"offset": 0, "size": 24},
+                          {"offset": 32, "size": 8}, {"offset": NAMED, "size": 16,
+                                                      "named_key": "kw"},
+                          {"offset": 48, "size": 8}, {"offset": NAMED, "size": 8,
+                                                      "named_key": "gone"}],
+        "xvalues": [
+            _plain(_tv("fp32", [2, 3], cbi=1, id_out=0)),
+            _plain(_tv("fp32", [1, 4], ext=0, flags=1, id_out=1)),
+            _plain(_tv("fp16", [4], ext=1, flags=2, id_out=2)),
+            _quant(_tv("qint8", [3], id_out=3), "PerTensorQuant",
+                   {"scale": 0.5, "zero_point": -3}),
+            _quant(_tv("qcint8", [2, 8], cbi=3, id_out=4), f32,
+                   {"channel_dim": 0, "scale_buffer_idx": 2, "num_scales": 2}),
+            _quant(_tv("qcint4", [2, 3], cbi=5, id_out=5), f32,
+                   {"scale": [1.0, 2.0], "channel_dim": 1}),
+            _quant(_tv("qbint4", [2, 4], id_out=6), "PerChannelGroupQuant",
+                   {"channel_dim": 0, "group_size": 2, "scale_buffer_idx": 4,
+                    "num_scales": 4}),
+            _quant(_tv("qdint8", [1, 4], id_out=7), "PerTokenDynamicQuant",
+                   {"num_nonbatch_dims": 1}),
+            _plain(_tv("bf16", [2], ext=2, flags=3, id_out=8)),
+            _plain(_tv("int32", [], id_out=9, num_dims=7)),
+            _quant(_tv("qcint8", [3], id_out=10), f32, {"channel_dim": 0, "num_scales": 3}),
+            _quant(_tv("qcint32", [2], id_out=11), f32, {"scale": [3.0, 4.0], "num_scales": 5}),
+            _quant(_tv("qbint4", [1, 3], id_out=12), "PerChannelGroupQuant",
+                   {"scale": [1.5, 2.5], "channel_dim": 0, "group_size": 2}),
+        ]}
+
+
+def _xnn_expected_rows(fb: bytes, cd: int, prefix: str = "forward/delegate0/") -> list[dict]:
+    root = fb_root(fb)
+    xv = fb_tables(fb, root, 2)
+
+    def qp(i):  # the quant params table of value i
+        return fb_ref(fb, fb_ref(fb, xv[i], 1), 2)
+
+    def inline_scales(i):
+        return AT + 32 + fb_ref(fb, qp(i), 0) + 4
+
+    def row(i, dt, name, shape, nbytes, role, quant="none", **kw):
+        return trow(name=f"{prefix}{i}", value=i, dtype=dt, backend_dtype=name, shape=shape,
+                    numel=math.prod(shape), nbytes=nbytes, role=role, quant=quant,
+                    storage=kw.pop("storage", "runtime"), flags=kw.pop("flags", 0),
+                    missing=kw.pop("missing", -1), **kw)
+
+    return [
+        row(0, "float32", "fp32", (2, 3), 24, "constant", storage="blob", file=FILE,
+            offset=AT + cd, data_size=24, constant_index=1, missing=0),
+        row(1, "float32", "fp32", (1, 4), 16, "input", external_id=0, flags=1),
+        row(2, "float16", "fp16", (4,), 8, "output", external_id=1, flags=2),
+        row(3, "int8", "qint8", (3,), 3, "internal", "per_tensor", scale=0.5, zero_point=-3),
+        row(4, "int8", "qcint8", (2, 8), 16, "constant", "per_channel", channel_dim=0,
+            num_scales=2, scale_dtype="float32", scale_storage="blob", scale_file=FILE,
+            scale_offset=AT + cd + 32, scale_nbytes=8, storage="named_data", named_key="kw",
+            file=FILE, offset=5000, data_size=16, constant_index=3, missing=0),
+        row(5, "int4", "qcint4", (2, 3), 4, "constant", "per_channel", channel_dim=1,
+            num_scales=2, scale_dtype="float32", scale_storage="inline", scale_file=FILE,
+            scale_offset=inline_scales(5), scale_nbytes=8, storage="named_data",
+            named_key="gone", data_size=8, constant_index=5, missing=1),
+        row(6, "int4", "qbint4", (2, 4), 4, "internal", "per_channel_group", group_size=2,
+            channel_dim=0, num_scales=4, scale_dtype="bfloat16", scale_storage="blob",
+            scale_file=FILE, scale_offset=AT + cd + 48, scale_nbytes=8),
+        row(7, "int8", "qdint8", (1, 4), 4, "internal", "per_token_dynamic"),
+        row(8, "bfloat16", "bf16", (2,), 4, "input", external_id=2, flags=3),
+        row(9, "int32", "int32", (), 4, "internal"),
+        row(10, "int8", "qcint8", (3,), 3, "internal", "per_channel", channel_dim=0,
+            num_scales=3, scale_dtype="float32"),
+        row(11, "int32", "qcint32", (2,), 8, "internal", "per_channel", channel_dim=0,
+            num_scales=5, scale_dtype="float32", scale_storage="inline", scale_file=FILE,
+            scale_offset=inline_scales(11), scale_nbytes=8),
+        row(12, "int4", "qbint4", (1, 3), 2, "internal", "per_channel_group", group_size=2,
+            channel_dim=0, num_scales=2, scale_dtype="float32", scale_storage="inline",
+            scale_file=FILE, scale_offset=inline_scales(12), scale_nbytes=8),
+    ]
+
+
+@pytest.mark.parametrize("fast", [True, False])
+@pytest.mark.parametrize("whole", [False, True])
+def test_xnnpack_values_exact(fast, whole, tmp_path, monkeypatch):
+    from workbench.formats.delegates import xnnpack
+
+    monkeypatch.setattr(xnnpack, "FAST", fast)
+    fb = flatc(XNN_SCHEMA, _xnn_values_doc(), tmp_path)
+    consts = bytes(range(64))
+    blob = _xnn(fb, consts)
+    cd = len(blob) - 64
+    info = look(blob, "XnnpackBackend", whole=whole, named={"kw": (FILE, 5000, 16)})
+    assert (info.backend, info.layout) == ("xnnpack",
+                                           "XH00 header + XN01 flatbuffer + constant data")
+    assert info.header == {"magic": "XH00", "length": 30, "flatbuffer_offset": 32,
+                           "flatbuffer_size": len(fb), "constant_data_offset": cd,
+                           "constant_data_size": 64, "identifier": "XN01", "version": "v9",
+                           "num_externs": 3, "xvalues": 13, "xnodes": 0, "constant_entries": 6}
+    assert column_rows(info.tensors) == _xnn_expected_rows(fb, cd)
+    assert column_rows(info.nodes) == []
+    end_fb = 32 + len(fb)
+    assert info.subsegments == [
+        seg("header (XH00)", "header", 0, 30), pad(30, 2),
+        seg("XNNGraph flatbuffer (XN01)", "flatbuffer", 32, len(fb)),
+        *([pad(end_fb, cd - end_fb)] if cd > end_fb else []),
+        seg("constant_data[1] value 0", "constant", cd, 24), pad(cd + 24, 8),
+        seg("constant_data[2] scales", "constant", cd + 32, 8), pad(cd + 40, 8),
+        seg("constant_data[4] scales", "constant", cd + 48, 8), pad(cd + 56, 8)]
+    root = fb_root(fb)
+    c5 = fb_tables(fb, root, 8)[5]
+    q10 = fb_ref(fb, fb_ref(fb, fb_tables(fb, root, 2)[10], 1), 2)
+    assert info.findings == [
+        Finding("warning", "XNNGraph.constant_data[5]", AT + 32 + c5,
+                "1 named key(s) not found in the program's named data or the attached data "
+                "files, e.g. 'gone'"),
+        Finding("warning", "XNNGraph.xvalues[10].quant_params", AT + 32 + q10,
+                "1 per-channel quantized value(s) have neither inline scales nor a scale "
+                "buffer")]
+    assert info.named_keys == ("kw", "gone")

@@ -206,7 +206,7 @@ def values(ctx: Ctx, raw: RawGraph, const: Constants) -> dict[str, Any]:
                               offset=int(c["tpos"][k])))
     cbi = c["cbi"]
     entries = const.count[own]
-    bad = np.flatnonzero(cbi >= entries)
+    bad = np.flatnonzero((cbi > 0) & (cbi >= entries))  # 0: no constant, even with no table
     if len(bad):
         k = int(bad[0])
         ctx.fail(OutOfBoundsError(f"constant_buffer_idx {int(cbi[k])} is out of range "
@@ -333,10 +333,11 @@ def nodes(ctx: Ctx, raw: RawGraph) -> dict[str, Any]:
             unknown = np.flatnonzero(~np.isin((owner << 33) + ids, known))
         if len(unknown):
             k = int(unknown[0])
+            missing = np.unique(ids[unknown])  # the smallest named: the same on both readers
             ctx.note(int(owner[k]), "warning", "XNNGraph.xnodes",
                      int(c["npos"][np.flatnonzero(nown == owner[k])[0]]),
-                     f"nodes refer to {len(np.unique(ids[unknown]))} value id(s) that no "
-                     f"xvalue defines, e.g. {int(ids[k])}")
+                     f"nodes refer to {len(missing)} value id(s) that no "
+                     f"xvalue defines, e.g. {int(missing[0])}")
     pos = np.arange(n, dtype=np.int64)
     if n and not ctx.exact:
         base, _ = _bases(c["nown"], len(ctx.blobs))
