@@ -1822,3 +1822,221 @@ def test_xnnpack_values_exact(fast, whole, tmp_path, monkeypatch):
                 "1 per-channel quantized value(s) have neither inline scales nor a scale "
                 "buffer")]
     assert info.named_keys == ("kw", "gone")
+
+
+def _small_doc(**kw) -> dict:
+    doc = {"xvalues": [_plain(_tv("fp32", [2], cbi=1, id_out=0)),
+                       _plain(_tv("fp32", [2], id_out=1))],
+           "xnodes": [{"xnode_union_type": "XNNAdd",
+                       "xnode_union": {"input1_id": 0, "input2_id": 0, "output_id": 1}}],
+           "constant_data": [{"offset": 0, "size": 0}, {"offset": 0, "size": 8}]}
+    doc.update(kw)
+    return doc
+
+
+def test_xnnpack_header_refusals(tmp_path):
+    fb = flatc(XNN_SCHEMA, _small_doc(), tmp_path)
+    consts = bytes(16)
+    good = _xnn(fb, consts)
+    size, fbs = len(good), len(fb)
+    cd = size - 16
+    what = "XNNPACK header (XH00)"
+    fails(good[:29], "XnnpackBackend", TruncatedError, what, 0,
+          "29 bytes is too short for the 30-byte XNNPACK header")
+    fails(_xnn(fb, consts, head=(29, 32, fbs, cd, 16)), "XnnpackBackend", CorruptError,
+          f"{what}.length", 8, "header length 29 is shorter than 30")
+    for length, fb_off, fb_size in ((33, 32, fbs), (30, 29, fbs), (30, 32, 7),
+                                    (30, 32, size - 31), (30, size, 8)):
+        fails(_xnn(fb, consts, head=(length, fb_off, fb_size, cd, 16)), "XnnpackBackend",
+              OutOfBoundsError, f"{what}.flatbuffer_offset", 10,
+              f"flatbuffer [0x{fb_off:x}, +0x{fb_size:x}) does not fit between the header "
+              f"({length} bytes) and the end of the blob (size 0x{size:x})")
+    for co, cs in ((32 + fbs - 1, 0), (cd, 17), (size, 1), (size + 1, 0)):
+        fails(_xnn(fb, consts, head=(30, 32, fbs, co, cs)), "XnnpackBackend", OutOfBoundsError,
+              f"{what}.constant_data_offset", 18,
+              f"constant data [0x{co:x}, +0x{cs:x}) does not fit between the flatbuffer (ends "
+              f"at 0x{32 + fbs:x}) and the end of the blob (size 0x{size:x})")
+    other = _xnn(fb.replace(b"XN01", b"XN02", 1), consts)
+    fails(other, "XnnpackBackend", UnsupportedVersionError, "XNNGraph identifier", 36,
+          "XNNGraph file identifier is b'XN02', expected one of b'XN01', b'XN00'")
+    # bytes after the constant data are noted; a header of 32 bytes covers its padding
+    info = look(_xnn(fb, consts, head=(32, 32, fbs, cd, 8)), "XnnpackBackend")
+    assert info.findings == [Finding("info", what, AT + cd + 8,
+                                     "8 bytes after the constant data")]
+    assert info.subsegments[0] == seg("header (XH00)", "header", 0, 32)
+    assert info.subsegments[-1] == pad(cd + 8, 8)
+    info = look(_xnn(fb, consts, tail=b"\0" * 3), "XnnpackBackend")
+    assert info.findings == [Finding("info", what, AT + size, "3 bytes after the constant data")]
+    assert look(good, "XnnpackBackend").findings == []
+    # the constant data right after the flatbuffer (no padding), up to the very end
+    tight = struct.pack("<4s4sHIIIQ", b"", b"XH00", 30, 30, fbs, 30 + fbs, 8) + fb + bytes(8)
+    info = look(tight, "XnnpackBackend")
+    assert [(s.name, s.offset - AT, s.size) for s in info.subsegments] == [
+        ("header (XH00)", 0, 30), ("XNNGraph flatbuffer (XN01)", 30, fbs),
+        ("constant_data[1] value 0", 30 + fbs, 8)]
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_xnnpack_bare_xn01_graph(fast, tmp_path, monkeypatch):
+    from workbench.formats.delegates import xnnpack
+
+    monkeypatch.setattr(xnnpack, "FAST", fast)
+    doc = _small_doc(constant_data=[{"offset": 0, "size": 0}])
+    doc["xvalues"][0]["xvalue_union"]["constant_buffer_idx"] = 0
+    fb = flatc(XNN_SCHEMA, doc, tmp_path)
+    info = look(fb, "XnnpackBackend")
+    assert info.layout == "XN01 flatbuffer (no header)"
+    assert info.header == {"identifier": "XN01", "version": "", "num_externs": 0, "xvalues": 2,
+                           "xnodes": 1, "constant_entries": 1}
+    assert info.subsegments == [seg("XNNGraph flatbuffer (XN01)", "flatbuffer", 0, len(fb))]
+    assert column_rows(info.nodes) == [nrow(node=0, op="Add", inputs=(0, 0), outputs=(1,),
+                                            flags=0, debug_handle=0)]
+
+
+def _xn00_doc() -> dict:
+    return {"version": "0",
+            "xvalues": [_plain(_tv("fp32", [2], cbi=1, id_out=0)),
+                        _plain(dict(_tv("qint8", [4], cbi=2, id_out=1), dq_datatype=
+                                    "xnn_datatype_qdint8")),
+                        _plain(_tv("fp32", [3], id_out=2))],
+            "constant_buffer": [{"storage": []}, {"storage": list(range(8))},
+                                {"storage": [9, 9, 9, 9]}]}
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_xnnpack_xn00_inline_constants(fast, tmp_path, monkeypatch):
+    from workbench.formats.delegates import xnnpack
+
+    monkeypatch.setattr(xnnpack, "FAST", fast)
+    fb = flatc(XN00_SCHEMA, _xn00_doc(), tmp_path)
+    assert fb[4:8] == b"XN00"
+    info = look(fb, "XnnpackBackend")
+    assert info.layout == "XN00 flatbuffer (no header)"
+    assert info.header == {"identifier": "XN00", "version": "0", "num_externs": 0,
+                           "xvalues": 3, "xnodes": 0, "constant_entries": 3}
+    bufs = fb_tables(fb, fb_root(fb), 6)
+    starts = [AT + fb_ref(fb, b, 0) + 4 for b in bufs[1:]]
+    rows = column_rows(info.tensors)
+    assert [(r["storage"], r["file"], r["offset"], r["data_size"], r["constant_index"],
+             r["missing"], r["role"]) for r in rows] == [
+        ("inline", FILE, starts[0], 8, 1, 0, "constant"),
+        ("inline", FILE, starts[1], 4, 2, 0, "constant"),
+        ("runtime", None, MISSING, MISSING, MISSING, -1, "internal")]
+    assert info.subsegments == [seg("XNNGraph flatbuffer (XN00)", "flatbuffer", 0, len(fb))]
+    assert info.findings == []
+    # in a headed blob too
+    blob = _xnn(fb)
+    assert look(blob, "XnnpackBackend").layout == "XH00 header + XN00 flatbuffer + constant data"
+
+
+def test_xnnpack_xn00_with_constant_data_too(tmp_path):
+    doc = _xn00_doc()
+    doc["constant_data"] = [{"offset": 0, "size": 0}, {"offset": 0, "size": 8},
+                            {"offset": 16, "size": 4}]
+    fb = flatc(XN00_SCHEMA, doc, tmp_path)
+    blob = _xnn(fb, bytes(32))
+    cd = len(blob) - 32
+    info = look(blob, "XnnpackBackend")
+    rows = column_rows(info.tensors)
+    assert [(r["storage"], r["offset"]) for r in rows[:2]] == [("blob", AT + cd),
+                                                               ("blob", AT + cd + 16)]
+    assert info.findings == [Finding("warning", "XNNGraph.constant_buffer",
+                                     AT + 32 + fb_root(fb), "both constant_buffer and "
+                                     "constant_data are set; constant_data is used")]
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_xnnpack_graph_refusals(fast, tmp_path, monkeypatch):
+    from workbench.formats.delegates import xnnpack
+
+    monkeypatch.setattr(xnnpack, "FAST", fast)
+
+    def refused(edit, cls, structure, detail, at, consts=bytes(16)):
+        doc = _small_doc()
+        edit(doc)
+        fb = flatc(XNN_SCHEMA, doc, tmp_path)
+        fails(_xnn(fb, consts), "XnnpackBackend", cls, structure, 32 + at(fb), detail)
+
+    def value(k):
+        return lambda fb: fb_tables(fb, fb_root(fb), 2)[k]
+
+    def tensor(k):
+        return lambda fb: fb_ref(fb, value(k)(fb), 1)
+
+    def const(k):
+        return lambda fb: fb_tables(fb, fb_root(fb), 8)[k]
+
+    refused(lambda d: d["xvalues"].append({}), CorruptError, "XNNGraph.xvalues[2].xvalue_union",
+            "value has no tensor (union NONE)", value(2))
+    refused(lambda d: d["xnodes"].append({"debug_handle": 1}), CorruptError,
+            "XNNGraph.xnodes[1].xnode_union", "node has no operation (union NONE)",
+            lambda fb: fb_tables(fb, fb_root(fb), 1)[1])
+    refused(lambda d: d["xvalues"].append(
+        {"xvalue_union_type": "XNNQuantizedTensorValue",
+         "xvalue_union": {"quant_params_type": "PerTensorQuant", "quant_params": {}}}),
+        CorruptError, "XNNGraph.xvalues[2].xvalue_union.tensor_value",
+        "quantized value has no tensor", tensor(2))
+    dims = [1 << 30, 1 << 30, 1]
+    refused(lambda d: d["xvalues"][1]["xvalue_union"].update(dims=dims), CorruptError,
+            "XNNGraph.xvalues[1].xvalue_union.dims",
+            f"dims {dims} describe {1 << 60} elements (at most 2**60 are accepted)", tensor(1))
+    refused(lambda d: d["xvalues"][1]["xvalue_union"].update(datatype=15), CorruptError,
+            "XNNGraph.xvalues[1].datatype", "datatype 15 is unknown (known: 0..14)", tensor(1))
+    refused(lambda d: d["xvalues"][1]["xvalue_union"].update(datatype=-1), CorruptError,
+            "XNNGraph.xvalues[1].datatype", "datatype -1 is unknown (known: 0..14)", tensor(1))
+    refused(lambda d: d["xvalues"][1]["xvalue_union"].update(constant_buffer_idx=2),
+            OutOfBoundsError, "XNNGraph.xvalues[1].constant_buffer_idx",
+            "constant_buffer_idx 2 is out of range (2 constant entries)", tensor(1))
+    refused(lambda d: d["constant_data"][1].update(size=1 << 62), CorruptError,
+            "XNNGraph.constant_data[1]", f"size {1 << 62} is larger than any blob", const(1))
+    refused(lambda d: d["constant_data"][1].update(named_key="k"), CorruptError,
+            "XNNGraph.constant_data[1]", "named_key 'k' is set but offset is 0, not 2**64-1 "
+            "(they are mutually exclusive)", const(1))
+    refused(lambda d: d["constant_data"][1].update(offset=NAMED), CorruptError,
+            "XNNGraph.constant_data[1]", "offset is 2**64-1 (named data) but named_key is empty",
+            const(1))
+    refused(lambda d: d["constant_data"][1].update(offset=NAMED, named_key=""), CorruptError,
+            "XNNGraph.constant_data[1]", "offset is 2**64-1 (named data) but named_key is empty",
+            const(1))
+    refused(lambda d: d["constant_data"][1].update(offset=9), OutOfBoundsError,
+            "XNNGraph.constant_data[1]", "[0x9, +0x8) runs past the constant data (size 0x10)",
+            const(1))
+    refused(lambda d: d["constant_data"][1].update(offset=1 << 62, size=0), OutOfBoundsError,
+            "XNNGraph.constant_data[1]",
+            f"[0x{1 << 62:x}, +0x0) runs past the constant data (size 0x10)", const(1))
+    refused(lambda d: d["xvalues"].append(_quant(_tv("qcint8", [2], id_out=2), "PerChannelQuant",
+                                                 {"scale_buffer_idx": 2})),
+            OutOfBoundsError, "XNNGraph.xvalues[2].quant_params.scale_buffer_idx",
+            "scale_buffer_idx 2 is out of range (2 constant entries)",
+            lambda fb: fb_ref(fb, fb_ref(fb, value(2)(fb), 1), 2))
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_xnnpack_vectors_past_the_end_name_the_field(fast, tmp_path, monkeypatch):
+    from workbench.formats.delegates import xnnpack
+
+    monkeypatch.setattr(xnnpack, "FAST", fast)
+    doc = _small_doc()
+    doc["xvalues"].append(_quant(_tv("qcint8", [2], id_out=2), "PerChannelQuant",
+                                 {"scale": [1.0, 2.0]}))
+    fb = flatc(XNN_SCHEMA, doc, tmp_path)
+    root = fb_root(fb)
+    xv = fb_tables(fb, root, 2)
+    end = 32 + len(fb)
+    for pos, structure in ((fb_ref(fb, fb_ref(fb, xv[1], 1), 2), "XNNGraph.xvalues[1]"
+                            ".xvalue_union.dims"),
+                           (fb_ref(fb, fb_ref(fb, fb_ref(fb, xv[2], 1), 0), 2),
+                            "XNNGraph.xvalues[2].xvalue_union.tensor_value.dims"),
+                           (fb_ref(fb, fb_ref(fb, fb_ref(fb, xv[2], 1), 2), 0),
+                            "XNNGraph.xvalues[2].xvalue_union.quant_params.scale")):
+        bad = _xnn(patched(fb, pos, "<I", 1 << 28), bytes(16))
+        fails(bad, "XnnpackBackend", TruncatedError, structure, 32 + pos,
+              lambda w: f"vector of {1 << 28} x 4-byte elements runs past the end of the "
+              f"XNNGraph flatbuffer (0x{w + end:x})")
+    key_doc = _small_doc(constant_data=[{"offset": 0, "size": 0},
+                                        {"offset": NAMED, "size": 8, "named_key": "abc"}])
+    fb = flatc(XNN_SCHEMA, key_doc, tmp_path)
+    key = fb_ref(fb, fb_tables(fb, fb_root(fb), 8)[1], 2)
+    bad = _xnn(patched(fb, key + 7, "<B", 0x41), bytes(16))
+    fails(bad, "XnnpackBackend", CorruptError, "XNNGraph.constant_data[1].named_key", 32 + key,
+          "string is not NUL-terminated")
