@@ -405,7 +405,7 @@ class Table:
     def tables(self, i: int, name: str = "") -> list[Table]:
         """Vector field ``i`` of tables as a list of verified tables (empty when absent)."""
         what = f"{self.path}.{name or f'field{i}'}"
-        start, n = self.vector(i, 4, what)
+        start, n = self.vector(i, 4, name)
         if not n:
             return []
         fb = self.fb
@@ -436,7 +436,7 @@ class Table:
     def strings(self, i: int, name: str = "") -> list[str]:
         """Vector field ``i`` of strings."""
         what = f"{self.path}.{name or f'field{i}'}"
-        start, n = self.vector(i, 4, what)
+        start, n = self.vector(i, 4, name)
         fb = self.fb
         return [fb.string_at(fb.deref(start + 4 * k, f"{what}[{k}]"), f"{what}[{k}]") for k in range(n)]
 
