@@ -2040,3 +2040,242 @@ def test_xnnpack_vectors_past_the_end_name_the_field(fast, tmp_path, monkeypatch
     bad = _xnn(patched(fb, key + 7, "<B", 0x41), bytes(16))
     fails(bad, "XnnpackBackend", CorruptError, "XNNGraph.constant_data[1].named_key", 32 + key,
           "string is not NUL-terminated")
+
+
+# -- the delegate_tensors / delegate_nodes columns of many blobs ----------------------------------
+
+def _kind_of(col) -> str:
+    import pandas as pd
+
+    if isinstance(col, pd.Categorical):
+        return "cat"
+    if isinstance(col, np.ndarray):
+        return str(col.dtype)
+    return str(col.dtype)
+
+
+def test_tensor_and_node_columns_of_several_blobs(tmp_path):
+    from workbench._cols import plain
+    from workbench.formats.delegates import node_columns, tensor_columns
+
+    fb = flatc(XNN_SCHEMA, _xnn_values_doc(), tmp_path)
+    xa = look(_xnn(fb, bytes(64)), "XnnpackBackend", method="a", index=0,
+              named={"kw": (FILE, 5008, 16)})
+    xb = look(_xnn(flatc(XNN_SCHEMA, _small_doc(), tmp_path), bytes(16)), "XnnpackBackend",
+              method="b", index=4)
+    mps = look(_mps_headed(_mps_graph(MPS_VALUES[:2], inputs=[1]), MPS_CONSTS), "MPSBackend",
+               method="a", index=1)
+    qnn = look(CTX + struct.pack("<qQ", 0, 0), "QnnBackend")
+    infos = [xa, qnn, xb, mps]
+    cols = tensor_columns(infos)
+    names = ["delegate", "method", "index"]
+    for k in TENSOR_KINDS:
+        names.append(k)
+        if k == "offset":
+            names.append("align")
+    assert list(cols) == names
+    sizes = [13, 2, 2]
+    assert plain(cols["delegate"]) == ["XnnpackBackend"] * 15 + ["MPSBackend"] * 2
+    assert list(cols["delegate"].categories) == ["XnnpackBackend", "MPSBackend"]
+    assert plain(cols["method"]) == ["a"] * 13 + ["b"] * 2 + ["a"] * 2
+    assert list(cols["method"].categories) == ["a", "b"]
+    assert cols["index"].dtype == np.int64 and cols["index"].tolist() == [0] * 13 + [4] * 2 + \
+        [1] * 2
+    kinds = {"cat": "cat", "str": "string", "Int": "Int64", "bool3": "boolean", "int": "int64",
+             "obj": "object", "float": "float64"}
+    for k, kind in TENSOR_KINDS.items():
+        assert _kind_of(cols[k]) == kinds[kind], k
+        assert len(cols[k]) == sum(sizes), k
+    expected = [*column_rows(xa.tensors), *column_rows(xb.tensors), *column_rows(mps.tensors)]
+
+    def want(row, k):
+        v = row[k]
+        kind = TENSOR_KINDS[k]
+        if kind in ("Int",) and v == MISSING:
+            return None
+        if kind == "bool3":
+            return None if v == -1 else bool(v)
+        if kind == "float" and v == "nan":
+            return "nan"
+        return v
+
+    for k in TENSOR_KINDS:
+        got = plain(cols[k]) if TENSOR_KINDS[k] not in ("obj",) else list(cols[k])
+        got = ["nan" if isinstance(v, float) and math.isnan(v) else v for v in got]
+        assert got == [want(r, k) for r in expected], k
+    assert list(cols["dtype"].categories) == ["float32", "float16", "int8", "int4", "bfloat16",
+                                              "int32"]
+    assert list(cols["storage"].categories) == ["blob", "runtime", "named_data"]
+    offsets = [r["offset"] for r in expected]
+    assert plain(cols["align"]) == [None if o == MISSING or o == 0 else o & -o for o in offsets]
+    assert plain(cols["align"])[0] == (xa.offset + xa.header["constant_data_offset"]) & -(
+        xa.offset + xa.header["constant_data_offset"])
+    nodes = node_columns(infos)
+    assert list(nodes) == ["delegate", "method", "index", *NODE_KINDS]
+    assert plain(nodes["delegate"]) == ["XnnpackBackend"]  # xa and mps have no nodes
+    assert list(nodes["delegate"].categories) == ["XnnpackBackend"]
+    assert nodes["node"].tolist() == [0] and plain(nodes["op"]) == ["Add"]
+    assert plain(nodes["method"]) == ["b"] and nodes["index"].tolist() == [4]
+    assert list(nodes["inputs"]) == [(0, 0)] and plain(nodes["debug_handle"]) == [0]
+    # BlobInfo's own helpers are the one-blob case
+    assert list(xb.tensor_columns()) == names
+    assert plain(xb.node_columns()["op"]) == ["Add"]
+
+
+def test_columns_of_no_blobs_and_of_blobs_without_tables():
+    from workbench._cols import plain
+    from workbench.formats.delegates import node_columns, tensor_columns
+
+    qnn = look(CTX + struct.pack("<qQ", 0, 0), "QnnBackend")
+    for infos in ([], [qnn]):
+        cols = tensor_columns(infos)
+        assert all(len(v) == 0 for v in cols.values())
+        kinds = {"cat": "cat", "str": "string", "Int": "Int64", "bool3": "boolean",
+                 "int": "int64", "obj": "object", "float": "float64"}
+        for k, kind in TENSOR_KINDS.items():
+            assert _kind_of(cols[k]) == kinds[kind], k
+        assert cols["index"].dtype == np.int64 and _kind_of(cols["align"]) == "Int64"
+        assert plain(cols["delegate"]) == [] and _kind_of(cols["delegate"]) == "cat"
+        nodes = node_columns(infos)
+        assert list(nodes) == ["delegate", "method", "index", *NODE_KINDS]
+        assert _kind_of(nodes["output_min"]) == "float64"
+
+
+def test_coded_columns_and_rows_to_columns():
+    from workbench._cols import plain
+    from workbench.formats.delegates._columns import _cat, rows_to_columns
+
+    a = Coded(np.array([1, -1, 0]), ("x", "y"))
+    assert len(a) == 3 and a.values().tolist() == ["y", None, "x"]
+    same = _cat([a, Coded(np.array([0]), ("x", "y"))])
+    assert plain(same) == ["y", None, "x", "x"] and list(same.categories) == ["y", "x"]
+    mixed = _cat([a, Coded(np.array([0]), ("z",)), np.array(["w", None], object)])
+    assert plain(mixed) == ["y", None, "x", "z", "w", None]
+    assert list(mixed.categories) == ["y", "x", "z", "w"]
+    cols = rows_to_columns([{"name": "n", "shape": (2,), "scale": 0.5, "missing": True,
+                             "value": 3, "dtype": "int8"}, {}], TENSOR_KINDS)
+    assert list(cols) == list(TENSOR_KINDS)
+    assert cols["name"].tolist() == ["n", None] and cols["name"].dtype == object
+    assert cols["shape"].tolist() == [(2,), ()]
+    assert cols["scale"].dtype == np.float64 and cols["scale"][0] == 0.5 and \
+        math.isnan(cols["scale"][1])
+    assert cols["missing"].dtype == np.int8 and cols["missing"].tolist() == [1, -1]
+    assert cols["value"].dtype == np.int64 and cols["value"].tolist() == [3, MISSING]
+    assert cols["dtype"].tolist() == ["int8", None]
+    assert rows_to_columns([{"missing": 0}], TENSOR_KINDS)["missing"].tolist() == [0]
+    assert rows_to_columns([], NODE_KINDS)["node"].dtype == np.int64
+
+
+# -- the bounded window ---------------------------------------------------------------------------
+
+def _blob(data: bytes, start: int, end: int, shift: int = 0, named=None):
+    from workbench.formats.delegates._base import Blob
+
+    return Blob(memoryview(data), "d/x.pte", start, end, shift, "B", "m", 2, named)
+
+
+def _err(fn, cls, structure, offset, detail):
+    with pytest.raises(wb.ArtifactError) as e:
+        fn()
+    assert type(e.value) is cls
+    assert (e.value.file, e.value.structure, e.value.offset, e.value.detail) == (
+        "x.pte", structure, offset, detail)
+
+
+def test_blob_checked_reads():
+    data = bytes(range(32))
+    b = _blob(data, 8, 24, shift=100)
+    assert (b.length, b.size, b.name, b.path) == (16, 24, "d/x.pte", "d/x.pte")
+    assert b.u16(8, "w") == 0x0908 and b.u16(22, "w") == 0x1716
+    assert b.u32(20, "w") == 0x17161514
+    assert b.u64(16, "w") == int.from_bytes(data[16:24], "little")
+    assert b.i64(8, "w") == int.from_bytes(data[8:16], "little", signed=True)
+    neg = _blob(b"\xff" * 8, 0, 8)
+    assert neg.i64(0, "w") == -1 and neg.u64(0, "w") == (1 << 64) - 1
+    got = b.bytes(10, 3, "w")
+    assert got == data[10:13] and type(got) is bytes
+    v = b.view(12, 4, "w")
+    assert isinstance(v, memoryview) and v.obj is data and bytes(v) == data[12:16]
+    assert b.bytes(24, 0, "w") == b""
+    for fn, length, at in ((lambda: b.u16(23, "f"), 2, 23), (lambda: b.u32(21, "f"), 4, 21),
+                           (lambda: b.u64(17, "f"), 8, 17), (lambda: b.i64(17, "f"), 8, 17),
+                           (lambda: b.bytes(20, 5, "f"), 5, 20), (lambda: b.view(24, 1, "f"), 1,
+                                                                  24)):
+        _err(fn, TruncatedError, "f", at, f"{length} bytes run past the end of the delegate blob "
+                                          "(0x7c)")
+    for fn, at, length in ((lambda: b.u16(7, "f"), 7, 2), (lambda: b.u32(25, "f"), 25, 4),
+                           (lambda: b.view(10, -1, "f"), 10, -1)):
+        _err(fn, OutOfBoundsError, "f", at,
+             f"offset 0x{at + 100:x} (length {length}) is outside the delegate blob "
+             "[0x6c, 0x7c)")
+    b.check(24, 0, "ok")
+    b.check(8, 16, "ok")
+    _err(lambda: b.check(10, 4, "f", end=12), TruncatedError, "f", 10,
+         "4 bytes run past the end of the delegate blob (0x70)")
+    _err(lambda: b.check(13, 0, "f", end=12), OutOfBoundsError, "f", 13,
+         "offset 0x71 (length 0) is outside the delegate blob [0x6c, 0x70)")
+    b.check(10, 14, "ok", end=99)  # an end past the blob is the blob's end
+    _err(lambda: b.check(10, 15, "f", end=99), TruncatedError, "f", 10,
+         "15 bytes run past the end of the delegate blob (0x7c)")
+
+
+def test_blob_errors_notes_and_named_data():
+    b = _blob(bytes(16), 0, 16, shift=50, named={"k": (pathlib.Path("a.ptd"), np.int64(7), 3.0)})
+    e = b.corrupt("what", 4, "bad")
+    assert type(e) is CorruptError and (e.file, e.structure, e.offset, e.detail) == (
+        "x.pte", "what", 4, "bad")
+    e = b.out_of_bounds("w2", 5, "far")
+    assert type(e) is OutOfBoundsError and (e.structure, e.offset, e.detail) == ("w2", 5, "far")
+    b.note("info", "s", 3, "m1")
+    b.note("error", "t", None, "m2")
+    assert b.findings == [Finding("info", "s", 53, "m1"), Finding("error", "t", None, "m2")]
+    hit = b.resolve("k")
+    assert hit == ("a.ptd", 7, 3) and [type(x) for x in hit] == [str, int, int]
+    assert b.resolve("nope") is None
+    assert _blob(bytes(4), 0, 4).resolve("k") is None
+    info = b.info("be", "lay", header={"h": 1})
+    assert (info.backend, info.backend_id, info.layout, info.file, info.offset, info.size,
+            info.method, info.index, info.header) == ("be", "B", "lay", "d/x.pte", 50, 16, "m",
+                                                       2, {"h": 1})
+    assert info.findings is b.findings
+
+
+def test_blob_cover():
+    b = _blob(bytes(40), 10, 40, shift=1000)
+    assert b.cover([]) == [SubSegment("padding", "padding", 1010, 30)]
+    assert b.cover([(10, 30, "all", "delegate")]) == [SubSegment("all", "delegate", 1010, 30)]
+    got = b.cover([(30, 10, "c", "constant"), (10, 0, "empty", "header"), (12, 4, "a", "header"),
+                   (16, 0, "z", "header"), (16, 6, "b", "flatbuffer")])
+    assert got == [SubSegment("padding", "padding", 1010, 2), SubSegment("a", "header", 1012, 4),
+                   SubSegment("b", "flatbuffer", 1016, 6),
+                   SubSegment("padding", "padding", 1022, 8),
+                   SubSegment("c", "constant", 1030, 10)]
+    _err(lambda: b.cover([(12, 4, "a", "h"), (15, 2, "b", "h")]), CorruptError, "b", 15,
+         "b [0x3f7, +0x2) overlaps the range before it (ends at 0x3f8)")
+    _err(lambda: b.cover([(9, 2, "a", "h")]), CorruptError, "a", 9,
+         "a [0x3f1, +0x2) overlaps the range before it (ends at 0x3f2)")
+    _err(lambda: b.cover([(35, 6, "a", "h")]), OutOfBoundsError, "a", 35,
+         "a [0x40b, +0x6) runs past the end of the blob (0x410)")
+    # the same start: the shorter part first, then the overlap is found
+    _err(lambda: b.cover([(12, 8, "long", "h"), (12, 4, "short", "h")]), CorruptError, "long",
+         12, "long [0x3f4, +0x8) overlaps the range before it (ends at 0x3f8)")
+
+
+def test_rebased_and_labels():
+    from workbench.formats.delegates import BlobInfo
+    from workbench.formats.delegates._base import rebased
+
+    for cls in (CorruptError, TruncatedError, OutOfBoundsError):
+        e = rebased(cls("bad", file="/a/b.pte", structure="S", offset=4), 100, "lab")
+        assert type(e) is cls and (e.file, e.structure, e.offset, e.detail) == (
+            "b.pte", "lab: S", 104, "bad")
+    e = rebased(CorruptError("bad", file="b.pte"), 100, "lab")
+    assert (e.structure, e.offset, str(e)) == ("lab", None, "b.pte: lab: bad")
+    info = BlobInfo("x", "Id", "l", "f", 8, 4, "", 3, subsegments=[
+        SubSegment("p", "delegate", 8, 2), SubSegment("q", "padding", 10, 2)])
+    assert info.label == "delegate 3 (Id)"
+    assert info.segment_rows() == [(8, 2, "delegate 3 (Id): p", "delegate", None,
+                                    "delegate 3 (Id)"),
+                                   (10, 2, "delegate 3 (Id): q", "padding", None,
+                                    "delegate 3 (Id)")]
+    assert BlobInfo("x", "", "l", "f", 0, 0, "m", 0).label == "m delegate 0 ()"
