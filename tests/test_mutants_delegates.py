@@ -1600,6 +1600,20 @@ def _quant(tv: dict, kind: str, params: dict) -> dict:
                              "quant_params": params}}
 
 
+def _reader(monkeypatch, fast: bool) -> None:
+    """The vectorised XNNPACK reader (which must then not fall back to the scalar one: a
+    spurious fallback gives the same records, only slower) or the scalar one."""
+    from workbench.formats.delegates import xnnpack
+    from workbench.formats.delegates.xnnpack import _graph
+
+    monkeypatch.setattr(xnnpack, "FAST", fast)
+    if fast:
+        def no_fallback(*a, **k):
+            raise AssertionError("the vectorised reader fell back to the scalar one")
+
+        monkeypatch.setattr(_graph, "read_slow", no_fallback)
+
+
 def _every_node(tmp_path):
     """An XNNGraph with one node of every XNodeUnion member, every field a distinct value, and
     the inputs / outputs / flags each node should show (from the schema's field names)."""
@@ -1640,9 +1654,8 @@ def _every_node(tmp_path):
 
 @pytest.mark.parametrize("fast", [True, False])
 def test_xnnpack_every_node_type(fast, tmp_path, monkeypatch):
-    from workbench.formats.delegates import xnnpack
 
-    monkeypatch.setattr(xnnpack, "FAST", fast)
+    _reader(monkeypatch, fast)
     fb, expect = _every_node(tmp_path)
     assert len(expect) == 47
     info = look(_xnn(fb), "XnnpackBackend")
@@ -1787,9 +1800,8 @@ def _xnn_expected_rows(fb: bytes, cd: int, prefix: str = "forward/delegate0/") -
 @pytest.mark.parametrize("fast", [True, False])
 @pytest.mark.parametrize("whole", [False, True])
 def test_xnnpack_values_exact(fast, whole, tmp_path, monkeypatch):
-    from workbench.formats.delegates import xnnpack
 
-    monkeypatch.setattr(xnnpack, "FAST", fast)
+    _reader(monkeypatch, fast)
     fb = flatc(XNN_SCHEMA, _xnn_values_doc(), tmp_path)
     consts = bytes(range(64))
     blob = _xnn(fb, consts)
@@ -1878,9 +1890,8 @@ def test_xnnpack_header_refusals(tmp_path):
 
 @pytest.mark.parametrize("fast", [True, False])
 def test_xnnpack_bare_xn01_graph(fast, tmp_path, monkeypatch):
-    from workbench.formats.delegates import xnnpack
 
-    monkeypatch.setattr(xnnpack, "FAST", fast)
+    _reader(monkeypatch, fast)
     doc = _small_doc(constant_data=[{"offset": 0, "size": 0}])
     doc["xvalues"][0]["xvalue_union"]["constant_buffer_idx"] = 0
     fb = flatc(XNN_SCHEMA, doc, tmp_path)
@@ -1905,9 +1916,8 @@ def _xn00_doc() -> dict:
 
 @pytest.mark.parametrize("fast", [True, False])
 def test_xnnpack_xn00_inline_constants(fast, tmp_path, monkeypatch):
-    from workbench.formats.delegates import xnnpack
 
-    monkeypatch.setattr(xnnpack, "FAST", fast)
+    _reader(monkeypatch, fast)
     fb = flatc(XN00_SCHEMA, _xn00_doc(), tmp_path)
     assert fb[4:8] == b"XN00"
     info = look(fb, "XnnpackBackend")
