@@ -2289,3 +2289,180 @@ def test_rebased_and_labels():
                                    (10, 2, "delegate 3 (Id): q", "padding", None,
                                     "delegate 3 (Id)")]
     assert BlobInfo("x", "", "l", "f", 0, 0, "m", 0).label == "m delegate 0 ()"
+
+
+# -- detection ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("blob", "bid", "cls", "structure", "detail"), [
+    (b"\0\0\0\0XH00", "X", TruncatedError, "XNNPACK header (XH00)",
+     "8 bytes is too short for the 30-byte XNNPACK header"),
+    (b"\0\0\0\0MP00", "X", TruncatedError, "MPS header (MP00)",
+     "8 bytes is too short for the MPS header and a flatbuffer"),
+    (b"\0\0\0\0MLX0", "X", TruncatedError, "MLX header (MLX0)",
+     "8 bytes is too short for the MLX header and a flatbuffer"),
+    (b"\0\0\0\0VH00", "X", TruncatedError, "Vulkan header (VH00)",
+     "8 bytes is too short for the Vulkan header"),
+    (b"vela_bin_stream\0", "X", TruncatedError, "Vela block at +0x0",
+     "16 bytes left, a block header needs 32"),
+    (b"VGF1", "X", TruncatedError, "VGF header", "4 bytes is too short for the 128-byte VGF "
+                                                 "header"),
+    (struct.pack("<I", 0xF0E1D2C3), "X", TruncatedError, "VGF header",
+     "4 bytes is too short for the 128-byte VGF header"),
+    # the first parser in BACKENDS order wins
+    (b"VGF1XH00", "X", TruncatedError, "XNNPACK header (XH00)",
+     "8 bytes is too short for the 30-byte XNNPACK header"),
+    (b"CMJRVH00", "X", TruncatedError, "Vulkan header (VH00)",
+     "8 bytes is too short for the Vulkan header"),
+])
+def test_detection_by_magic(blob, bid, cls, structure, detail):
+    fails(blob, bid, cls, structure, 0, detail)
+
+
+@pytest.mark.parametrize("blob", [b"\0\0\0\0XH0", b"\0\0\0\0XN0", b"\0\0\0\0MP0", b"\0\0\0\0MLX",
+                                  b"\0\0\0\0VH0", b"\0\0\0\0VK0", b"vela_bin_stream",
+                                  b"vela_bin_streamX", b"VGF", b"\xc3\xd2\xe1", b"\xcd\xab\x78",
+                                  b"CMJ", b"\0\0\0\0XN02", b"\0\0\0\0VK01"])
+def test_too_short_or_other_magic_is_unknown(blob):
+    assert look(blob, "Anything").backend == "unknown"
+
+
+def test_bare_graphs_and_headerless_mps_are_detected():
+    for head, graph in ((b"\0\0\0\0XN01", "XNNGraph"), (b"\0\0\0\0XN00", "XNNGraph"),
+                        (b"\0\0\0\0VK00", "VkGraph"), (CTX + b"MP00", "MPSGraph")):
+        with pytest.raises(wb.ArtifactError) as e:
+            look(head, "X")
+        assert e.value.structure.startswith(f"forward delegate 0 (X): {graph}"), e.value
+
+
+def test_kernel_findings_exact():
+    from workbench.formats.delegates import kernel_findings
+
+    ops = ["cadence::a", "aten::add", "cadence::b", "cortex_m::x", "noscope", "llama::sdpa",
+           "torchao::q", "qnn_custom::c", "executorch_cuda::k", "quantized_decomposed::d",
+           "cadence"]
+    got = kernel_findings(iter(ops))
+    assert got == [
+        Finding("info", "Program.execution_plan.operators", None,
+                f"{k} of 11 operators are {ns}:: kernels ({desc}); this program carries no "
+                "delegate blob")
+        for ns, k, desc in (
+            ("cadence", 2, "Cadence (Xtensa HiFi / Fusion DSP kernels)"),
+            ("cortex_m", 1, "Arm Cortex-M (CMSIS-NN kernels)"),
+            ("llama", 1, "ExecuTorch LLM custom ops (sdpa_with_kv_cache, update_cache, ...)"),
+            ("torchao", 1, "torchao low-bit kernels"),
+            ("qnn_custom", 1, "Qualcomm custom ops"),
+            ("executorch_cuda", 1, "ExecuTorch CUDA custom ops"),
+            ("quantized_decomposed", 1, "quantized kernels (quantize / dequantize ops)"))]
+    (f,) = kernel_findings(["cortex_m::x"], iter(["XnnpackBackend"]))
+    assert f.message == "1 of 1 operators are cortex_m:: kernels (Arm Cortex-M (CMSIS-NN kernels))"
+    assert kernel_findings(["aten::mm", "::x", "cadence"]) == []
+    assert kernel_findings([]) == []
+
+
+# -- many XNNPACK blobs in one pass --------------------------------------------------------------
+
+def _clean_values_doc() -> dict:
+    doc = _xnn_values_doc()
+    del doc["xvalues"][10]
+    return doc
+
+
+def _many_xnn(tmp_path):
+    docs = [_clean_values_doc(), _small_doc(version="b", num_externs=2),
+            _small_doc(xnodes=[], xvalues=[_plain(_tv("fp16", [3, 1], id_out=5))],
+                       constant_data=[{"offset": 0, "size": 0}])]
+    blobs, buf, items = [], b"\x99" * 40, []
+    for k, doc in enumerate(docs):
+        (tmp_path / str(k)).mkdir()
+        blob = _xnn(flatc(XNN_SCHEMA, doc, tmp_path / str(k)), bytes(range(64)))
+        items.append((len(buf), len(blob), "XnnpackBackend", f"m{k}", k))
+        buf += blob + b"\x99" * (16 + 8 * k)
+        blobs.append(blob)
+    named = {"kw": (FILE, 5000, 16), "gone": ("o.ptd", 1, 8)}
+    return buf, items, named
+
+
+def _same_info(a, b) -> None:
+    assert (a.backend, a.backend_id, a.layout, a.file, a.offset, a.size, a.method, a.index,
+            a.header, a.subsegments, a.findings, a.named_keys) == (
+        b.backend, b.backend_id, b.layout, b.file, b.offset, b.size, b.method, b.index,
+        b.header, b.subsegments, b.findings, b.named_keys)
+    assert column_rows(a.tensors) == column_rows(b.tensors)
+    assert column_rows(a.nodes) == column_rows(b.nodes)
+
+
+def test_inspect_blobs_reads_xnnpack_blobs_in_one_pass(tmp_path, monkeypatch):
+    import gc
+
+    from workbench.formats.delegates import xnnpack
+
+    buf, items, named = _many_xnn(tmp_path)
+    alone = [inspect_blob(buf, file=FILE, offset=o, size=z, backend_id=b, method=m, index=i,
+                          named_data=named) for o, z, b, m, i in items]
+    _reader(monkeypatch, True)
+    calls = []
+    one_pass = xnnpack.parse_many
+    monkeypatch.setattr(xnnpack, "parse_many", lambda g: calls.append(len(g)) or one_pass(g))
+    many = inspect_blobs(memoryview(buf), items, file=FILE, named_data=named)
+    assert calls == [3] and gc.isenabled()
+    for a, b in zip(many, alone):
+        _same_info(a, b)
+    assert [i.header["version"] for i in many] == ["v9", "b", ""]
+    assert [i.header["num_externs"] for i in many] == [3, 2, 0]
+    assert column_rows(many[2].tensors)[0]["name"] == "m2/delegate2/5"
+    # another id: the same records with the id finding
+    items2 = [(o, z, "Other" if i == 1 else b, m, i) for o, z, b, m, i in items]
+    many = inspect_blobs(buf, items2, file=FILE, named_data=named)
+    assert many[1].findings == [Finding("info", "m1 delegate 1 (Other)", many[1].offset,
+                                        "the program calls this xnnpack blob 'Other' (expected "
+                                        "XnnpackBackend)")]
+    gc.disable()
+    try:
+        inspect_blobs(buf, items, file=FILE, named_data=named)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    # one blob alone is not batched
+    calls.clear()
+    (one,) = inspect_blobs(buf, items[:1], file=FILE, named_data=named)
+    assert calls == []
+    _same_info(one, alone[0])
+
+
+def test_inspect_blobs_falls_back_one_by_one(tmp_path, monkeypatch):
+    from workbench.formats.delegates import xnnpack
+
+    buf, items, named = _many_xnn(tmp_path)
+    calls = []
+    one_pass = xnnpack.parse_many
+
+    def spy(group):
+        calls.append(len(group))
+        return one_pass(group)
+
+    monkeypatch.setattr(xnnpack, "parse_many", spy)
+    # a named key missing: a finding, which only the one-by-one reading makes
+    got = inspect_blobs(buf, items, file=FILE, named_data={"kw": (FILE, 5000, 16)})
+    assert calls == [3]
+    assert [f.message for f in got[0].findings] == [
+        "1 named key(s) not found in the program's named data or the attached data files, "
+        "e.g. 'gone'"]
+    for (o, z, b, m, i), info in zip(items, got):
+        _same_info(info, inspect_blob(buf, file=FILE, offset=o, size=z, backend_id=b, method=m,
+                                      index=i, named_data={"kw": (FILE, 5000, 16)}))
+    # a corrupt blob among them: the error of reading it alone
+    bad = bytearray(buf)
+    o, z = items[1][:2]
+    struct.pack_into("<H", bad, o + 8, 3)  # header length 3
+    with pytest.raises(CorruptError) as e:
+        inspect_blobs(bytes(bad), items, file=FILE, named_data=named)
+    assert (e.value.structure, e.value.offset) == (
+        "m1 delegate 1 (XnnpackBackend): XNNPACK header (XH00).length", o + 8)
+    # blobs that cannot be batched: out of the buffer, too short, not XH00
+    short = [(len(buf) - 4, 8, "XnnpackBackend", "s", 0), (-1, 8, "X", "s", 1)]
+    with pytest.raises(OutOfBoundsError):
+        inspect_blobs(buf, items + short[:1], file=FILE, named_data=named)
+    calls.clear()
+    got = inspect_blobs(buf, [items[0], (0, 7, "X", "z", 9), (0, 40, "X", "z", 8)], file=FILE,
+                        named_data=named)
+    assert calls == [] and [i.backend for i in got] == ["xnnpack", "unknown", "unknown"]
