@@ -10,12 +10,14 @@ ExecuTorch's own deserializer/serializer (the ``oracle``), or from bytes built h
 from __future__ import annotations
 
 import io
+import math
 import os
 import pathlib
 import struct
 from typing import ClassVar
 
 import numpy as np
+import pandas as pd
 import pytest
 from test_flatbuf import ROOT_FIELDS, fb_of, hand_built
 
@@ -1293,3 +1295,770 @@ def test_method_internals_have_documented_dtypes(et, tmp_path, monkeypatch):
                              "destination", "table_offset"):
                     assert getattr(rec, name).dtype == np.int64, (fast, m.name, name)
                 assert len(rec.args) == len(rec.count)
+
+
+# =============================================================================================
+# .ptd: FlatTensor files written here with the flatbuffers package's Builder (every field
+# under control), read on both paths
+# =============================================================================================
+def _fb_vector(b, items, prepend, elem_size, align=None):
+    b.StartVector(elem_size, len(items), align or elem_size)
+    for x in reversed(items):
+        prepend(x)
+    return b.EndVector()
+
+
+def _layout_table(b, layout):
+    code, sizes, dims = layout
+    sv = _fb_vector(b, list(sizes), b.PrependInt32, 4)
+    dv = _fb_vector(b, list(dims), b.PrependUint8, 1)
+    b.StartObject(3)
+    b.PrependInt8Slot(0, code, 0)
+    b.PrependUOffsetTRelativeSlot(1, sv, 0)
+    b.PrependUOffsetTRelativeSlot(2, dv, 0)
+    return b.EndObject()
+
+
+def ptd_bytes(segments, named, *, v0_tensors=None, data_size=None, base_pad=0) -> bytes:
+    """A .ptd: ``segments`` = [(offset, size)] in the segment data, ``named`` = [(key,
+    segment_index, layout or None)] with layout (code, sizes, dim_order); with ``v0_tensors``
+    = [(fqn, code, sizes, dims, segment_index, offset)] the earlier schema's root."""
+    import flatbuffers
+
+    b = flatbuffers.Builder(0)
+    nd_offs = []
+    for key, si, layout in named:
+        k = b.CreateString(key)
+        lay = _layout_table(b, layout) if layout is not None else None
+        b.StartObject(3)
+        b.PrependUOffsetTRelativeSlot(0, k, 0)
+        b.PrependUint32Slot(1, si, 0)
+        if lay is not None:
+            b.PrependUOffsetTRelativeSlot(2, lay, 0)
+        nd_offs.append(b.EndObject())
+    seg_offs = []
+    for off, size in segments:
+        b.StartObject(2)
+        b.PrependUint64Slot(0, off, 0)
+        b.PrependUint64Slot(1, size, 0)
+        seg_offs.append(b.EndObject())
+    t_offs = []
+    for fqn, code, sizes, dims, si, off in v0_tensors or ():
+        k = b.CreateString(fqn)
+        sv = _fb_vector(b, list(sizes), b.PrependInt32, 4)
+        dv = _fb_vector(b, list(dims), b.PrependUint8, 1)
+        b.StartObject(6)
+        b.PrependUOffsetTRelativeSlot(0, k, 0)
+        b.PrependInt8Slot(1, code, 0)
+        b.PrependUOffsetTRelativeSlot(2, sv, 0)
+        b.PrependUOffsetTRelativeSlot(3, dv, 0)
+        b.PrependInt32Slot(4, si, 0)
+        b.PrependUint64Slot(5, off, 0)
+        t_offs.append(b.EndObject())
+    segv = _fb_vector(b, seg_offs, b.PrependUOffsetTRelative, 4)
+    ndv = _fb_vector(b, nd_offs, b.PrependUOffsetTRelative, 4)
+    if v0_tensors is None:
+        b.StartObject(3)
+        b.PrependUint32Slot(0, 0, 1)  # version 0 (stored: not the default)
+        b.PrependUOffsetTRelativeSlot(1, segv, 0)
+        b.PrependUOffsetTRelativeSlot(2, ndv, 0)
+    else:
+        tv = _fb_vector(b, t_offs, b.PrependUOffsetTRelative, 4)
+        b.StartObject(5)
+        b.PrependUint32Slot(0, 0, 1)
+        b.PrependUint32Slot(1, 16, 0)
+        b.PrependUOffsetTRelativeSlot(2, tv, 0)
+        b.PrependUOffsetTRelativeSlot(3, segv, 0)
+        b.PrependUOffsetTRelativeSlot(4, ndv, 0)
+    b.Finish(b.EndObject(), file_identifier=b"FT01")
+    fb = bytes(b.Output())
+    # the FH01 header (40 bytes, padded to 48) inserted after the root offset and identifier,
+    # as ExecuTorch writes it: flatbuffer_offset is the padded header length,
+    # flatbuffer_size the flatbuffer's own length
+    (root,) = struct.unpack_from("<I", fb, 0)
+    body = fb[8:]
+    seg_data = max([o + s for o, s in segments] + [0]) if data_size is None else data_size
+    out = struct.pack("<I", root + 48) + b"FT01"
+    end = 56 + len(body)
+    base = -(-end // 16) * 16 + base_pad
+    out += b"FH01" + struct.pack("<IQQQQ", 40, 48, len(fb), base, seg_data) + bytes(8) + body
+    out += bytes(base - len(out))
+    data = bytearray(seg_data)
+    for k, (off, size) in enumerate(segments):
+        data[off:off + size] = bytes((k * 16 + j) % 251 for j in range(max(0, min(size, seg_data - off))))
+    return out + bytes(data)
+
+
+def _lowbit(off: int):
+    return off & -off if off > 0 else None
+
+
+def _nullable(values) -> list:
+    return [None if v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)) else v
+            for v in values]
+
+
+def ptd_frames_both(path, monkeypatch) -> dict:
+    from test_pte_paths import assert_same_frames
+
+    from workbench.formats.ptd import reader as ptd_reader
+
+    out = []
+    for fast in (True, False):
+        monkeypatch.setattr(ptd_reader, "FAST", fast)
+        with wb.open(path) as art:
+            out.append({n: art.frames[n] for n in ("segments", "tensors", "named_data")})
+            findings = list(art._parsed.findings)
+            info = dict(art.info)
+    assert_same_frames(out[0], out[1], str(path))
+    out[0]["findings"] = findings
+    out[0]["info"] = info
+    return out[0]
+
+
+def ptd_error_both(path, monkeypatch) -> tuple:
+    from workbench.formats.ptd import reader as ptd_reader
+
+    got = []
+    for fast in (True, False):
+        monkeypatch.setattr(ptd_reader, "FAST", fast)
+        got.append(raises(lambda: wb.open(path).frames["tensors"]))
+    assert got[0] == got[1]
+    return got[0]
+
+
+def expected_ptd(path, data: bytes, segments, named) -> dict:
+    """The three frames of a .ptd built by :func:`ptd_bytes`, from what was put in."""
+    from workbench.dtypes import SCALAR_TYPES
+    from workbench.formats._layout import named_data_role
+
+    fb_size, base = struct.unpack_from("<QQ", data, 24)
+    abs_seg = [(base + o, s) for o, s in segments]
+    nd, ten = [], []
+    for key, si, layout in named:
+        off, size = abs_seg[si]
+        if layout is None:
+            role, dtype, shape, nbytes, dims = named_data_role(key), "uint8", (size,), size, (0,)
+        else:
+            code, sizes, dims = layout
+            role, dtype, shape, dims = "tensor", SCALAR_TYPES[code].name, tuple(sizes), tuple(dims)
+            nbytes = math.prod(sizes) * SCALAR_TYPES[code].itemsize
+        nd.append((key, si, str(path), off, size, _lowbit(off), layout is not None, role))
+        ten.append((key, dtype, shape, nbytes, "named_data", str(path), off, _lowbit(off), dims,
+                    si, layout is not None))
+    rows = [(0, 8, "flatbuffer root", "header", None, "root offset + FT01"),
+            (8, 40, "FlatTensor header", "header", None, "FH01"),
+            (56, fb_size - 8, "FlatTensor", "flatbuffer", None, "")]
+    for i, (off, size) in enumerate(abs_seg):
+        keys = [k for k, si, _ in named if si == i]
+        if not keys:
+            rows.append((off, size, f"segment {i}", "unused", i, ""))
+        elif len(keys) == 1:
+            rows.append((off, size, keys[0], "named_data", i, keys[0]))
+        else:
+            rows.append((off, size, f"{keys[0]} (+{len(keys) - 1} more)", "named_data", i,
+                         "; ".join(keys)))
+    rows.sort(key=lambda r: (r[0], r[1]))
+    seg, at = [], 0
+    for r in rows:
+        if r[0] > at:
+            seg.append((at, r[0] - at, "padding", "padding", None, ""))
+        seg.append(r)
+        at = max(at, r[0] + r[1])
+    if at < len(data):
+        seg.append((at, len(data) - at, "trailing data", "trailing", None, ""))
+    return {"named_data": nd, "tensors": ten,
+            "segments": [(str(path), n, k, o, s, _lowbit(o), i, u) for o, s, n, k, i, u in seg]}
+
+
+def check_ptd(frames, want):
+    nd = frames["named_data"]
+    assert list(nd.columns) == ["key", "segment", "file", "offset", "size", "align", "has_layout",
+                                "role"]
+    assert list(zip(*(_nullable(nd[c]) for c in nd.columns))) == want["named_data"]
+    t = frames["tensors"]
+    assert list(t.columns) == ["name", "dtype", "shape", "nbytes", "storage", "file", "offset",
+                               "align", "dim_order", "segment", "has_layout"]
+    got = list(zip(*(_nullable(t[c].astype(object) if c in ("dtype", "storage") else t[c])
+                     for c in t.columns)))
+    assert got == want["tensors"]
+    s = frames["segments"]
+    assert list(s.columns) == ["file", "name", "kind", "offset", "size", "align", "index", "used_by"]
+    got = list(zip(*(_nullable(s[c].astype(object) if c == "kind" else s[c]) for c in s.columns)))
+    assert got == want["segments"]
+    for name in ("segment", "offset", "size", "nbytes"):
+        for f in (nd, t):
+            if name in f:
+                assert str(f[name].dtype) in ("int64", "Int64"), name
+
+
+PTD_CASES = {
+    "simple": ([(0, 24), (32, 8), (48, 4)],
+               [("a", 0, (6, (2, 3), (0, 1))), ("b", 1, None), ("c", 1, None)]),
+    "roles": ([(0, 8), (16, 8), (32, 8), (64, 1)],
+              [("x_so_blob", 0, None), ("y_weights_blob", 1, None), ("zz", 2, None),
+               ("w", 3, (0, (), ()))]),
+    "layouts": ([(0, 64), (64, 64)],
+                [("bf", 0, (15, (4, 2), (1, 0))), ("i64", 1, (4, (2, 2, 2), (0, 1, 2))),
+                 ("empty", 1, (6, (0, 3), (0, 1))), ("raw", 0, None)]),
+    "gaps": ([(16, 8), (0, 8)], [("late", 0, None)]),
+    "no entries": ([(0, 4)], []),
+    "nothing": ([], []),
+    # many keys in few segments, interleaved: the grouping must keep the keys' order
+    "many": ([(0, 8), (8, 8), (16, 8)],
+             [(f"k{i:02d}", (i * 7) % 3, None) for i in range(40)]),
+}
+
+
+@pytest.mark.parametrize("case", list(PTD_CASES))
+def test_ptd_frames(case, tmp_path, monkeypatch):
+    segments, named = PTD_CASES[case]
+    data = ptd_bytes(segments, named)
+    path = tmp_path / "t.ptd"
+    path.write_bytes(data)
+    frames = ptd_frames_both(path, monkeypatch)
+    check_ptd(frames, expected_ptd(path, data, segments, named))
+    assert frames["findings"] == []
+    assert frames["info"]["version"] == 0 and frames["info"]["segment_base_offset"] == (
+        struct.unpack_from("<Q", data, 32)[0])
+    # trailing bytes after the segment data
+    path.write_bytes(data + b"\x01\x02\x03")
+    frames = ptd_frames_both(path, monkeypatch)
+    check_ptd(frames, expected_ptd(path, data + b"\x01\x02\x03", segments, named))
+
+
+def test_ptd_built_files_are_read_by_executorch(tmp_path):
+    pytest.importorskip("executorch")
+    from executorch.exir._serialize._cord import Cord
+    from executorch.extension.flat_tensor.serialize.serialize import FlatTensorSerializer
+
+    segments, named = PTD_CASES["simple"]
+    data = ptd_bytes(segments, named)
+    payload = FlatTensorSerializer().deserialize(Cord(data))
+    assert {k: e.buffer_index for k, e in payload.named_data.items()} == {"a": 0, "b": 1, "c": 1}
+    assert [len(b) for b in payload.buffers] == [24, 8, 4]
+    assert list(payload.named_data["a"].tensor_layout.sizes) == [2, 3]
+
+
+def test_ptd_duplicate_keys(tmp_path, monkeypatch):
+    segments, named = [(0, 8), (8, 8)], [("k", 0, None), ("j", 1, None), ("k", 1, None)]
+    data = ptd_bytes(segments, named)
+    path = tmp_path / "t.ptd"
+    path.write_bytes(data)
+    frames = ptd_frames_both(path, monkeypatch)
+    assert frames["findings"] == [{
+        "severity": "warning", "structure": "FlatTensor.named_data[2]", "offset": None,
+        "message": "key 'k' occurs more than once; the first entry is used (as by the runtime)"}]
+    with wb.open(path) as art:
+        assert art._parsed.extra["ptd"].by_key == {"k": 0, "j": 1}
+
+
+def _fh(data: bytes, **fields) -> bytes:
+    d = bytearray(data)
+    at = {"magic": 8, "length": 12, "flatbuffer_offset": 16, "flatbuffer_size": 24,
+          "segment_base_offset": 32, "segment_data_size": 40}
+    for k, v in fields.items():
+        if k == "magic":
+            d[8:12] = v
+        elif k == "length":
+            struct.pack_into("<I", d, 12, v)
+        else:
+            struct.pack_into("<Q", d, at[k], v)
+    return bytes(d)
+
+
+def test_ptd_header_errors(tmp_path, monkeypatch):
+    segments, named = PTD_CASES["simple"]
+    data = ptd_bytes(segments, named)
+    n = len(data)
+    fb_size, base, seg_size = struct.unpack_from("<QQQ", data, 24)
+    path = tmp_path / "t.ptd"
+    H = "FlatTensor header (FH01)"
+    for edit, want in (
+            ({"magic": b"FH02"}, ("CorruptError", H, 8, "magic is b'FH02', expected b'FH01'")),
+            ({"length": 39}, ("CorruptError", f"{H} length", 12, "length 39 is shorter than 40")),
+            ({"flatbuffer_offset": 39}, ("OutOfBoundsError", f"{H} flatbuffer_offset", 16,
+                                         f"flatbuffer [0x27, 0x{39 + fb_size:x}) does not fit "
+                                         f"between the header (length 40) and the end of the "
+                                         f"file (size 0x{n:x})")),
+            ({"flatbuffer_size": n - 47}, ("OutOfBoundsError", f"{H} flatbuffer_offset", 16,
+                                           f"flatbuffer [0x30, 0x{n + 1:x}) does not fit between "
+                                           f"the header (length 40) and the end of the file "
+                                           f"(size 0x{n:x})")),
+            ({"segment_base_offset": 48 + fb_size - 1},
+             ("OutOfBoundsError", f"{H} segment_base_offset", 32,
+              f"segment_base_offset 0x{48 + fb_size - 1:x} is outside "
+              f"[0x{48 + fb_size:x}, 0x{n:x}]")),
+            ({"segment_base_offset": n + 1},
+             ("OutOfBoundsError", f"{H} segment_base_offset", 32,
+              f"segment_base_offset 0x{n + 1:x} is outside [0x{48 + fb_size:x}, 0x{n:x}]")),
+            ({"segment_data_size": seg_size + 1},
+             ("TruncatedError", f"{H} segment_data_size", 40,
+              f"segment data (0x{base:x} + 0x{seg_size + 1:x}) runs past the end of the file "
+              f"(size 0x{n:x})")),
+    ):
+        path.write_bytes(_fh(data, **edit))
+        assert ptd_error_both(path, monkeypatch) == (want[0], "t.ptd", *want[1:]), edit
+    # the limits, exactly met
+    for edit in ({"length": 40}, {"flatbuffer_offset": 40},
+                 {"flatbuffer_size": base - 48, "segment_base_offset": base},
+                 {"segment_base_offset": n, "segment_data_size": 0},
+                 {"segment_data_size": n - base}):
+        path.write_bytes(_fh(data, **edit))
+        try:
+            wb.open(path).close()
+        except ArtifactError as e:  # only the flatbuffer or the segments may object now
+            assert "FH01" not in (e.structure or ""), (edit, err(e))
+    path.write_bytes(data[:47])
+    assert ptd_error_both(path, monkeypatch) == (
+        "TruncatedError", "t.ptd", H, 8, "40 bytes run past the end (size 0x2f)")
+    path.write_bytes(data[:4] + b"FT02" + data[8:])
+    assert ptd_error_both(path, monkeypatch) == (
+        "UnsupportedVersionError", "t.ptd", "file identifier", 4,
+        "FlatTensor version b'FT02' is not supported (expected b'FT01')")
+    with Source(_w(tmp_path, data)) as s:
+        from workbench.formats.ptd.header import FlatTensorHeader
+
+        h = FlatTensorHeader.read(s)
+        assert repr(h) == (f"FlatTensorHeader(length=40, flatbuffer_offset=48, "
+                           f"flatbuffer_size={fb_size}, segment_base_offset={base}, "
+                           f"segment_data_size={seg_size})")
+
+
+def _w(tmp_path, data, name="w.ptd"):
+    p = tmp_path / name
+    p.write_bytes(data)
+    return p
+
+
+@pytest.mark.parametrize("segments,named,want", [
+    ([(0, 8), (8, 9)], [("a", 0, None)],
+     ("OutOfBoundsError", "FlatTensor.segments[1]", None,
+      "segment 1 [0x8, +0x9) runs past the segment data (size 0x10)")),
+    ([(0, 8)], [("a", 0, None), ("b", 1, None)],
+     ("OutOfBoundsError", "FlatTensor.named_data[1].segment_index", None,
+      "segment_index 1 is out of range (1 segments)")),
+    ([(0, 8)], [("a", 0, (99, (2,), (0,)))],
+     ("CorruptError", "FlatTensor.named_data[0].tensor_layout.scalar_type", None,
+      "scalar_type 99 is unknown")),
+    ([(0, 8)], [("a", 0, (-1, (2,), (0,)))],
+     ("CorruptError", "FlatTensor.named_data[0].tensor_layout.scalar_type", None,
+      "scalar_type -1 is unknown")),
+    ([(0, 8)], [("a", 0, (6, (2, -1), (0, 1)))],
+     ("CorruptError", "FlatTensor.named_data[0].tensor_layout.sizes", None,
+      "negative size in [2, -1]")),
+    ([(0, 8), (8, 8)], [("a", 0, None), ("b", 1, (6, (3,), (0,)))],
+     ("OutOfBoundsError", "FlatTensor.named_data[1] ('b')", None,
+      "tensor of 12 bytes does not fit the 8 bytes left in its segment 1")),
+])
+def test_ptd_entry_errors(segments, named, want, tmp_path, monkeypatch):
+    data = ptd_bytes(segments, named, data_size=16 if want[3].startswith("segment 1") else None)
+    path = _w(tmp_path, data, "t.ptd")
+    e = ptd_error_both(path, monkeypatch)
+    assert e[:3] == (want[0], "t.ptd", want[1]) and e[4] == want[3]
+    # the offset: the table named (or the tensor's bytes)
+    with Source(path) as s:
+        fb = FlatBuffer(s, 0, 56 + struct.unpack_from("<Q", data, 24)[0] - 8,
+                        identifier=b"FT01", name="FlatTensor")
+        root = fb.root("FlatTensor")
+        if "segments[" in want[1]:
+            assert e[3] == root.tables(1)[1].pos
+        elif "('b')" in want[1]:
+            assert e[3] == struct.unpack_from("<Q", data, 32)[0] + 8
+        elif "tensor_layout" in want[1]:
+            assert e[3] == root.tables(2)[0].table(2).pos
+        else:
+            assert e[3] == root.tables(2)[1].pos
+
+
+# =============================================================================================
+# .bpte: bundled programs written with ExecuTorch's bundled-program serializer
+# =============================================================================================
+@pytest.fixture(scope="module")
+def bundled_io():
+    pytest.importorskip("executorch.devtools.bundled_program.serialize")
+    from executorch.devtools.bundled_program.schema import bundled_program_schema as BS
+    from executorch.devtools.bundled_program.serialize import (
+        _bundled_program_schema_to_flatbuffer,
+        deserialize_from_flatbuffer_to_bundled_program,
+    )
+
+    def load():
+        return deserialize_from_flatbuffer_to_bundled_program((SAMPLES / "mlp.bpte").read_bytes())
+
+    return BS, load, _bundled_program_schema_to_flatbuffer
+
+
+def _pattern(k: int, n: int) -> bytes:
+    return bytes((k * 37 + 11 * j + (j * j) % 7) % 256 for j in range(n)) + bytes([k]) * 0
+
+
+def _bpte_with_values(BS, bundled, tensors_data):
+    """The first test case's inputs replaced by an Int, a Bool, a Double and tensors."""
+    case = bundled.method_test_suites[0].test_cases[0]
+    vals = [BS.Value(BS.Int(-3)), BS.Value(BS.Bool(True)), BS.Value(BS.Double(0.1))]
+    for code, sizes, data, dims in tensors_data:
+        vals.append(BS.Value(BS.Tensor(scalar_type=code, sizes=sizes, data=data, dim_order=dims)))
+    case.inputs = vals
+    return bundled
+
+
+def test_bpte_frames(bundled_io, tmp_path, monkeypatch, oracle):
+    from workbench.dtypes import SCALAR_TYPES
+    from workbench.formats.pte import program as pte_program
+
+    BS, load, dump = bundled_io
+    S = BS.ScalarType
+    t1 = _pattern(1, 24)
+    t2 = _pattern(2, 40)  # 32 needed: 8 more stored
+    b = _bpte_with_values(BS, load(), [(S.FLOAT, [2, 3], t1, [1, 0]), (S.LONG, [4], t2, [0]),
+                                       (S.INT, [], _pattern(3, 4), [])])
+    data = dump(b)
+    path = _w(tmp_path, data, "b.bpte")
+    program = bytes(b.program)
+    po = data.find(program)
+    assert po > 0 and data.find(program, po + 1) < 0
+    standalone = _w(tmp_path, program, "inner.pte")
+    results = []
+    for fast in (True, False):
+        monkeypatch.setattr(pte_program, "FAST", fast)
+        with wb.open(path) as art:
+            results.append((dict(art.info), art.frames["test_cases"], art.frames["segments"],
+                            art._parsed.tensor_frames))
+        with wb.open(standalone, data=[]) as inner:
+            inner_segments = inner.frames["segments"]
+    info, cases, segs, tensor_frames = results[0]
+    from test_pte_paths import assert_same_frames
+
+    assert_same_frames({"c": cases, "s": segs}, {"c": results[1][1], "s": results[1][2]}, "bpte")
+    assert info["bundled_version"] == b.version == 2
+    assert info["program_offset"] == po and info["program_size_in_bundle"] == len(program)
+    assert "data_files" not in info and info["program_size"] == oracle.read_bytes(program).program_size
+    assert tensor_frames == ["tensors", "test_cases"]
+    assert list(cases.columns) == ["name", "method", "case", "io", "index", "kind", "dtype",
+                                   "shape", "nbytes", "file", "offset", "align", "value",
+                                   "dim_order"]
+    want = []
+    for s in b.method_test_suites:
+        for ci, c in enumerate(s.test_cases):
+            for io_, vals in (("input", c.inputs), ("expected_output", c.expected_outputs)):
+                for k, v in enumerate(vals):
+                    kind = type(v.val).__name__
+                    row = [f"{s.method_name}/{ci}/{io_}/{k}", s.method_name, ci, io_, k, kind]
+                    if kind == "Tensor":
+                        dt = SCALAR_TYPES[int(v.val.scalar_type)]
+                        off = data.find(bytes(v.val.data))
+                        assert off > 0
+                        row += [dt.name, tuple(v.val.sizes), math.prod(v.val.sizes) * dt.itemsize,
+                                str(path), off, _lowbit(off), None, tuple(v.val.dim_order)]
+                    else:
+                        x = {"Int": lambda y: str(y.int_val), "Bool": lambda y: str(bool(y.bool_val)),
+                             "Double": lambda y: repr(float(y.double_val))}[kind](v.val)
+                        row += [None, None, None, None, None, None, x, None]
+                    want.append(tuple(row))
+    got = [tuple(_nullable(r)) for r in cases.astype(object).itertuples(index=False)]
+    assert got == want
+    assert got[:3] == [("forward/0/input/0", "forward", 0, "input", 0, "Int", None, None, None,
+                        None, None, None, "-3", None),
+                       ("forward/0/input/1", "forward", 0, "input", 1, "Bool", None, None, None,
+                        None, None, None, "True", None),
+                       ("forward/0/input/2", "forward", 0, "input", 2, "Double", None, None, None,
+                        None, None, None, "0.1", None)]
+    # segments: the root, the program's own rows shifted, the test data (stored bytes), and
+    # the bundle's flatbuffer around them
+    rows = [(0, 8, "flatbuffer root", "header", None, "root offset + BP08")]
+    rows += [(o + po, z, f"program: {n}", k, None if pd.isna(i) else i, u) for o, z, n, k, i, u in
+             zip(inner_segments["offset"], inner_segments["size"], inner_segments["name"],
+                 inner_segments["kind"].astype(object), inner_segments["index"],
+                 inner_segments["used_by"])]
+    for r in want:
+        if r[5] == "Tensor":
+            stored = next(len(bytes(v.val.data)) for s in b.method_test_suites
+                          for ci, c in enumerate(s.test_cases)
+                          for io_, vals in (("input", c.inputs), ("expected_output", c.expected_outputs))
+                          for k, v in enumerate(vals) if f"{s.method_name}/{ci}/{io_}/{k}" == r[0])
+            rows.append((r[10], stored, f"test data {r[0]}", "test_data", None, ""))
+    rows.sort(key=lambda x: (x[0], x[1]))
+    cover_rows, at = [], 0
+    for r in rows:
+        if r[0] > at:
+            cover_rows.append((at, r[0] - at, "BundledProgram", "flatbuffer", None, ""))
+        cover_rows.append(r)
+        at = max(at, r[0] + r[1])
+    if at < len(data):
+        cover_rows.append((at, len(data) - at, "BundledProgram", "flatbuffer", None, ""))
+    got = list(zip(segs["offset"], segs["size"], segs["name"], segs["kind"].astype(object),
+                   _nullable(segs["index"]), segs["used_by"]))
+    assert got == cover_rows
+    assert set(segs["file"]) == {str(path)}
+
+
+def _bpte_error(bundled_io, tmp_path, monkeypatch, tensor):
+    from workbench.formats.pte import program as pte_program
+
+    BS, load, dump = bundled_io
+    data = dump(_bpte_with_values(BS, load(), [tensor]))
+    path = _w(tmp_path, data, "b.bpte")
+    got = []
+    for fast in (True, False):
+        monkeypatch.setattr(pte_program, "FAST", fast)
+        got.append(raises(lambda: wb.open(path).frames["test_cases"]))
+    assert got[0] == got[1]
+    return data, got[0]
+
+
+def test_bpte_test_data_too_short(bundled_io, tmp_path, monkeypatch):
+    S = bundled_io[0].ScalarType
+    short = _pattern(5, 23)
+    data, e = _bpte_error(bundled_io, tmp_path, monkeypatch, (S.FLOAT, [2, 3], short, [0, 1]))
+    off = data.find(short)
+    assert e == ("OutOfBoundsError", "b.bpte",
+                 "BundledProgram.method_test_suites[0].test_cases[0].inputs[3].val.data", off,
+                 "24 bytes of test data expected, 23 stored")
+
+
+def test_bpte_negative_size_and_unknown_dtype(bundled_io, tmp_path, monkeypatch):
+    S = bundled_io[0].ScalarType
+    where = "BundledProgram.method_test_suites[0].test_cases[0].inputs[3].val"
+    data, e = _bpte_error(bundled_io, tmp_path, monkeypatch, (S.FLOAT, [2, -3], b"", [0, 1]))
+    with Source(_w(tmp_path, data, "c.bpte")) as s:
+        fb = FlatBuffer(s, 0, s.size, identifier=b"BP08", name="BundledProgram")
+        tpos = fb.root("BundledProgram").tables(1)[0].tables(1)[0].tables(0)[3].union(0, 5)[1].pos
+    assert e == ("CorruptError", "b.bpte", f"{where}.sizes", tpos, "negative size in [2, -3]")
+    BS, load, dump = bundled_io
+    pat = _pattern(9, 13)
+    data = dump(_bpte_with_values(BS, load(), [(S.CHAR, [13], pat, [0])]))
+    d = bytearray(data)
+    # the scalar_type byte of that tensor table: find it with the flatbuffer reader
+    with Source(_w(tmp_path, data, "c.bpte")) as s:
+        fb = FlatBuffer(s, 0, s.size, identifier=b"BP08", name="BundledProgram")
+        t = fb.root("BundledProgram").tables(1)[0].tables(1)[0].tables(0)[3].union(0, 5)[1]
+        p = t.field_pos(0, 1)
+        tpos = t.pos
+    assert p and d[p] == 1
+    d[p] = 77
+    path = _w(tmp_path, bytes(d), "b.bpte")
+    assert raises(lambda: wb.open(path)) == ("CorruptError", "b.bpte", f"{where}.scalar_type",
+                                             tpos, "scalar_type 77 is unknown")
+
+
+def test_bpte_without_program(bundled_io, tmp_path):
+    _, load, dump = bundled_io
+    b = load()
+    b.program = b""
+    path = _w(tmp_path, dump(b), "b.bpte")
+    with Source(path) as s:
+        root = FlatBuffer(s, 0, s.size, identifier=b"BP08", name="BundledProgram").root("B")
+        pos = root.pos
+    assert raises(lambda: wb.open(path)) == ("CorruptError", "b.bpte", "BundledProgram.program",
+                                             pos, "the bundled program holds no program")
+
+
+# -- hostile programs: the exact error, the same on both paths -------------------------------
+def test_unknown_tensor_location(tmp_path, monkeypatch):
+    from helpers import Located
+
+    from workbench.formats.pte.schema import ExtraTensorInfo
+    from workbench.formats.pte.schema import Tensor as TS
+
+    src = SAMPLES / "mlp_external.pte"
+    d = bytearray(src.read_bytes())
+    with Located(src) as loc:
+        v, _, tensor = next((v, e, t) for v, e, t in loc.tensor_tables()
+                            if t.table(TS.extra_tensor_info) is not None
+                            and t.table(TS.extra_tensor_info).has(ExtraTensorInfo.location))
+        extra = tensor.table(TS.extra_tensor_info)
+        p = extra.field_pos(ExtraTensorInfo.location, 1)
+        assert d[p] == 1
+        extra_pos = extra.pos
+    for bad in (2, 255):
+        d[p] = bad
+        path = _w(tmp_path, bytes(d), "loc.pte")
+        assert open_error_both(path, monkeypatch) == (
+            "CorruptError", "loc.pte",
+            f"Program.execution_plan[0].values[{v}].val.extra_tensor_info.location", extra_pos,
+            f"location {bad} is unknown")
+
+
+def test_unknown_instruction_kind(tmp_path, monkeypatch):
+    from helpers import Located
+
+    from workbench.formats.pte import instructions
+
+    src = SAMPLES / "mlp_portable.pte"
+    d = bytearray(src.read_bytes())
+    with Located(src) as loc:
+        ins = loc.plans()[0].tables(5)[0].tables(2)[1]
+        p = ins.field_pos(0, 1)
+        assert d[p] == 1
+    d[p] = 6
+    path = _w(tmp_path, bytes(d), "ins.pte")
+    want = ("CorruptError", "ins.pte",
+            "Program.execution_plan[0].chains[0].instructions[1].instr_args", p,
+            "union type 6 is unknown (max 5)")
+    assert open_error_both(path, monkeypatch) == want
+    with Source(path) as s:  # the instruction records read alone (both paths)
+        fb = FlatBuffer(s, 0, s.size, identifier=b"ET12", name="Program")
+        plan = fb.root("Program").tables(1, "execution_plan")[0]
+        assert raises(instructions._slow, plan) == want
+
+        class R:
+            fast = False
+
+        assert raises(instructions.read_method, R(), plan) == want
+
+
+def test_bad_string_value(et, tmp_path, monkeypatch):
+    S, _ = et
+    marker = "unique marker string value"
+
+    def edit(program, blobs):
+        program.execution_plan[0].values.append(S.EValue(S.String(marker)))
+
+    path = build(et, tmp_path, edit)
+    data = bytearray(path.read_bytes())
+    at = data.find(marker.encode())
+    assert at > 0 and data.find(marker.encode(), at + 1) < 0
+    n = len(frames_both(path, monkeypatch, ["values"])["values"]) - 1
+    data[at + 3] = 0xFF
+    bad = _w(tmp_path, bytes(data), "bad.pte")
+    from workbench.formats.pte import program as pte_program
+
+    got = []
+    for fast in (True, False):
+        monkeypatch.setattr(pte_program, "FAST", fast)
+        with wb.open(bad, data=[]) as art:
+            got.append(raises(lambda: art.frames["values"]))
+    assert got[0] == got[1] == ("CorruptError", "bad.pte", f"forward.values[{n}].string_val",
+                                at + 3, "string is not valid UTF-8 (invalid start byte)")
+
+
+def test_program_without_methods(et, tmp_path, monkeypatch):
+    def edit(program, blobs):
+        program.execution_plan = []
+
+    path = build(et, tmp_path, edit)
+    names = ["methods", "values", "tensors", "operators", "delegates", "memory_plan",
+             "instructions", "lifetimes", "memory_efficiency", "named_data"]
+    frames = _frames_walks(path, monkeypatch, names)
+    for n in names[:-1]:
+        assert len(frames[n]) == 0, n
+    assert list(frames["values"].columns) == ["method", "value", "type", "summary", "is_input",
+                                              "is_output"]
+    assert list(frames["instructions"].columns) == INS_COLUMNS
+    assert list(frames["tensors"].columns)[:7] == ["name", "dtype", "shape", "nbytes", "storage",
+                                                   "file", "offset"]
+
+
+def test_delegate_backends(tmp_path, monkeypatch):
+    """DelegateBlobs.backends(): (backend, layout) per delegate, as the delegates frame says;
+    (None, None) for a blob that cannot be taken apart."""
+    for name in ("mlp_xnnpack.pte", "mlp_portable.pte", "mlp_coreml.pte", "mlp_vulkan.pte"):
+        with wb.open(SAMPLES / name, data=[]) as art:
+            blobs = art._parsed.extra["delegate_blobs"]
+            d = art.frames["delegates"]
+            assert blobs.backends() == list(zip(_nullable(d["backend"]), _nullable(d["layout"])))
+            if name == "mlp_xnnpack.pte":
+                assert blobs.backends()[0][0] is not None
+    src = SAMPLES / "mlp_xnnpack.pte"
+    data = bytearray(src.read_bytes())
+    with wb.open(src, data=[]) as art:
+        off = int(art.frames["delegates"]["offset"].iloc[0])
+    assert data[off + 4:off + 8] == b"XH00"
+    struct.pack_into("<Q", data, off + 16, 2**40)  # the graph's size: far past the blob
+    path = _w(tmp_path, bytes(data), "x.pte")
+    with wb.open(path, data=[]) as art:
+        blobs = art._parsed.extra["delegate_blobs"]
+        assert blobs.backends() == [(None, None)]
+        assert blobs.info(0, 0) is None and blobs.info(5, 5) is None
+        assert any(f["severity"] == "error" for f in art._parsed.findings)
+
+
+# -- the earlier FlatTensor schema (v0: TensorMetadata tables) ---------------------------------
+def test_ptd_v0_frames(tmp_path, monkeypatch):
+    from workbench.formats.ptd.schema import V0_NAME
+
+    tensors = [("w", 6, (2, 2), (1, 0), 0, 0), ("b", 4, (2,), (0,), 0, 16),
+               ("z", 6, (0,), (0,), 1, 8)]
+    data = ptd_bytes([(0, 32), (32, 8)], [("blob", 1, None)], v0_tensors=tensors)
+    path = _w(tmp_path, data, "v0.ptd")
+    frames = ptd_frames_both(path, monkeypatch)
+    base = struct.unpack_from("<Q", data, 32)[0]
+    nd = frames["named_data"]
+    assert list(zip(nd["key"], nd["segment"], nd["offset"], nd["size"], nd["has_layout"],
+                    nd["role"].astype(object))) == [
+        ("w", 0, base, 16, True, "tensor"), ("b", 0, base + 16, 16, True, "tensor"),
+        ("z", 1, base + 40, 0, True, "tensor"), ("blob", 1, base + 32, 8, False, "blob")]
+    t = frames["tensors"]
+    assert list(zip(t["name"], t["dtype"].astype(object), t["shape"], t["nbytes"], t["dim_order"],
+                    t["offset"])) == [
+        ("w", "float32", (2, 2), 16, (1, 0), base), ("b", "int64", (2,), 16, (0,), base + 16),
+        ("z", "float32", (0,), 0, (0,), base + 40), ("blob", "uint8", (8,), 8, (0,), base + 32)]
+    assert frames["info"]["schema_version"] == V0_NAME
+    assert frames["info"]["tensor_alignment"] == 16
+    with Source(path) as s:
+        root = FlatBuffer(s, 0, s.size, identifier=b"FT01", name="FlatTensor").root("FlatTensor")
+        root_pos, nslots = root.pos, len(root.fields)
+    assert frames["findings"] == [{
+        "severity": "info", "structure": "FlatTensor", "offset": root_pos,
+        "message": f"written with the earlier schema, {V0_NAME} (a root of {nslots} slots): read "
+                   "by that schema; today's ExecuTorch reads only the current FlatTensor schema"}]
+    seg = frames["segments"]
+    assert [(n, u) for n, u in zip(seg["name"], seg["used_by"]) if n in ("w (+1 more)", "z (+1 more)")] == [
+        ("w (+1 more)", "w; b"), ("z (+1 more)", "z; blob")]
+
+
+@pytest.mark.parametrize("tensor,want", [
+    (("w", 6, (2,), (0,), 1, 0), ("OutOfBoundsError", "FlatTensor.tensors[0].segment_index",
+                                  "segment_index 1 is out of range (1 segments)")),
+    (("w", 6, (2,), (0,), -1, 0), ("OutOfBoundsError", "FlatTensor.tensors[0].segment_index",
+                                   "segment_index -1 is out of range (1 segments)")),
+    (("w", 6, (2,), (0,), 0, 33), ("OutOfBoundsError", "FlatTensor.tensors[0].offset",
+                                   "offset 0x21 lies past the end of segment 0 (size 0x20)")),
+    (("w", 6, (4,), (0,), 0, 24), ("OutOfBoundsError", "FlatTensor.tensors[0] ('w')",
+                                   "tensor of 16 bytes does not fit the 8 bytes left in its "
+                                   "segment 0")),
+    (("w", 99, (4,), (0,), 0, 0), ("CorruptError", "FlatTensor.tensors[0].scalar_type",
+                                   "scalar_type 99 is unknown")),
+    (("w", 6, (-4,), (0,), 0, 0), ("CorruptError", "FlatTensor.tensors[0].sizes",
+                                   "negative size in [-4]")),
+])
+def test_ptd_v0_errors(tensor, want, tmp_path, monkeypatch):
+    data = ptd_bytes([(0, 32)], [], v0_tensors=[tensor])
+    path = _w(tmp_path, data, "v0.ptd")
+    e = ptd_error_both(path, monkeypatch)
+    with Source(path) as s:
+        root = FlatBuffer(s, 0, s.size, identifier=b"FT01", name="FlatTensor").root("FlatTensor")
+        tpos = root.tables(2)[0].pos
+    base = struct.unpack_from("<Q", data, 32)[0]
+    off = base + tensor[5] if "('w')" in want[1] else tpos
+    assert e == (want[0], "v0.ptd", want[1], off, want[2])
+    ok = ptd_bytes([(0, 32)], [], v0_tensors=[("w", 6, (0,), (0,), 0, 32)])  # at the very end
+    path.write_bytes(ok)
+    assert ptd_frames_both(path, monkeypatch)["tensors"]["offset"].tolist() == [
+        struct.unpack_from("<Q", ok, 32)[0] + 32]
+
+
+def test_value_summaries_use_the_fast_path(et, tmp_path, monkeypatch):
+    from workbench.formats.pte import columns as pte_columns
+    from workbench.formats.pte import program as pte_program
+
+    S, _ = et
+
+    def edit(program, blobs):
+        program.execution_plan[0].values.extend(_extra_values(S))
+
+    path = build(et, tmp_path, edit)
+    real = pte_columns.Columns._scalar_summaries
+    calls = []
+
+    def spy(self, *a):
+        calls.append(self.r.fast)
+        return real(self, *a)
+
+    monkeypatch.setattr(pte_columns.Columns, "_scalar_summaries", spy)
+    for fast in (True, False):
+        monkeypatch.setattr(pte_program, "FAST", fast)
+        with wb.open(path, data=[]) as art:
+            art.frames["values"]
+    assert calls == [True]

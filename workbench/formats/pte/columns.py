@@ -312,11 +312,10 @@ class Columns:
                 bits = vals.view(np.int64) if t == _K.Double else vals
                 first, inv = groups(bits.astype(np.int64))
                 texts = objects([show(x) for x in vals[first].tolist()])[inv]
-            elif t == _K.String:
-                fb = self.r.fb
+            elif t == _K.String:  # a bad string: SlowPath, the scalar path names it
                 out = []
-                for ref in T.ref(String.string_val).tolist():
-                    text = fb.string_at(ref, "String.string_val") if ref else ""
+                for text in vec.strings(T.ref(String.string_val)).tolist():
+                    text = text or ""
                     out.append(repr(text[:60] + ("..." if len(text) > 60 else "")))
                 texts = objects(out)
             else:
