@@ -493,6 +493,7 @@ def test_truncated_blobs_raise_only_artifact_errors(sample):
             _check(blob[:n], bid)
 
 
+@pytest.mark.slow  # a fuzz loop / runtime run: seconds (the mutation runs skip it)
 def test_mutated_blobs_raise_only_artifact_errors_in_bounded_time_and_memory(sample):
     rng = random.Random(15)
     inputs = _hostile_inputs(sample)
@@ -527,6 +528,7 @@ def _outcome(blob: bytes) -> tuple:
             build("delegate_nodes", node_columns([info])), info.findings, info.subsegments)
 
 
+@pytest.mark.slow  # a fuzz loop / runtime run: seconds (the mutation runs skip it)
 def test_fast_and_scalar_xnnpack_readers_agree_on_mutated_blobs(sample, monkeypatch):
     """The vectorised reader falls back to the scalar one on any doubt: on corrupt graphs
     both give the same error class and offset, on readable ones the same records."""

@@ -671,6 +671,7 @@ def test_identifier_and_tiny_files(tmp_path):
         wb.open(write(tmp_path, data))
 
 
+@pytest.mark.slow  # a fuzz loop / runtime run: seconds (the mutation runs skip it)
 def test_mutations_raise_only_artifact_errors(tmp_path):
     etdp, dbg = trace("mlp_portable")
     data = etdp.read_bytes()

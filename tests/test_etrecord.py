@@ -443,6 +443,7 @@ def test_no_marker_is_not_an_etrecord(tmp_path):
     assert wb.open(p).format == "pt2"
 
 
+@pytest.mark.slow  # a fuzz loop / runtime run: seconds (the mutation runs skip it)
 def test_truncations_and_mutations_raise_only_artifact_errors(tmp_path):
     data = record("mlp_xnnpack").read_bytes()
     rng = random.Random(16)

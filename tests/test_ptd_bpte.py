@@ -278,6 +278,7 @@ def test_ptd_bad_header_magic_and_version(sample, tmp_path):
         wb.open(p)
 
 
+@pytest.mark.slow  # a fuzz loop / runtime run: seconds (the mutation runs skip it)
 def test_bpte_truncated_and_mutated(sample, tmp_path):
     data = open(sample("mlp.bpte"), "rb").read()
     for cut in [0, 7, 8, 60, 64, 100, 3000, len(data) - 40, len(data) - 1]:

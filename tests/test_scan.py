@@ -172,6 +172,7 @@ def test_process_pool_same_frames(corpus, in_process):
     assert sorted(res.skipped) == sorted(in_process.skipped)
 
 
+@pytest.mark.slow  # a fuzz loop / runtime run: seconds (the mutation runs skip it)
 def test_dask_same_frames(corpus, in_process, dask_client):
     import pandas as pd
 

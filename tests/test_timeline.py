@@ -286,6 +286,7 @@ def test_ambiguous_attribution():
 # ------------------------------------------------------------------------- wb.run and CLI
 
 
+@pytest.mark.slow  # a fuzz loop / runtime run: seconds (the mutation runs skip it)
 def test_run_records_the_kernel_events():
     pytest.importorskip("executorch.extension.pybindings.portable_lib")
     t = wb.run(sample("mlp_portable.pte"), iterations=2)
@@ -298,6 +299,7 @@ def test_run_records_the_kernel_events():
     assert (t["duration"].dropna() >= 0).all()
 
 
+@pytest.mark.slow  # a fuzz loop / runtime run: seconds (the mutation runs skip it)
 def test_run_reports_a_runtime_failure(tmp_path):
     """A crash or refusal in the runtime (here: XNNPACK weights looked up in the wrong .ptd)
     happens in the child: an error here, the interpreter lives on."""
