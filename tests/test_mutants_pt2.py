@@ -9,7 +9,10 @@ from it.
 
 from __future__ import annotations
 
+import hashlib
+import html as _html
 import json
+import os
 import shutil
 import struct
 import subprocess
@@ -22,6 +25,9 @@ import pytest
 from test_pt2 import MIN_GRAPH, build_zip, pt2_members, tensor_meta
 
 import workbench as wb
+from workbench import comparison as cmpmod
+from workbench._fmt import human_bytes
+from workbench.comparison import StoredTensor, stored_tensors
 from workbench.errors import CorruptError, OutOfBoundsError, TruncatedError
 from workbench.formats._zip import ZipDirectory
 from workbench.formats.pt2 import columns as pt2_columns
@@ -34,6 +40,7 @@ from workbench.formats.pt2.schema import CONSTANTS_END as END
 from workbench.formats.pt2.schema import CONSTANTS_START as START
 from workbench.formats.pt2.schema import LIMIT
 from workbench.source import Source
+from workbench.vocab import CLASSES, byte_class
 
 # --------------------------------------------------------------------------------------------
 # ELF64 images built by hand
@@ -1593,3 +1600,389 @@ def test_central_directory_names_without_the_utf8_flag(tmp_path, monkeypatch):
         with zipfile.ZipFile(p) as z:
             assert zd.names == [i.filename for i in z.infolist()] == \
                 ["r\u00fcsum\u0398", "ascii", "caf\u00e9"]
+
+
+# --------------------------------------------------------------------------------------------
+# compare: delta, the HTML summary, quantized matches, fingerprints, delegate constants
+# --------------------------------------------------------------------------------------------
+
+METRICS = ("size", *CLASSES, "tensors", "stored_tensors", "duplicates")
+
+
+def _weights_archive(tmp_path, name: str, tensors: dict[str, tuple[str, bytes, list[int]]]):
+    weights = {fqn: entry(path_name=member, tensor_meta=tensor_meta(7, shape))
+               for fqn, (member, _, shape) in tensors.items()}
+    files = {f"data/weights/{member}": data for member, data, _ in tensors.values()}
+    return pt2_file(tmp_path, pt2_members(weights=weights, files=files), name=name)
+
+
+LONG = "encoder.layers.0.self_attention.query_projection.weight"  # 55 characters
+WA = np.arange(6, dtype=np.float32).tobytes()
+WL = np.arange(4, dtype=np.float32).tobytes()
+
+
+@pytest.fixture
+def pair(tmp_path):
+    """a: w, LONG; b: w (same bytes), LONG (other bytes), v (a copy of w's bytes)."""
+    a = _weights_archive(tmp_path, "a&1.pt2", {"w": ("weight_0", WA, [2, 3]),
+                                               LONG: ("weight_1", WL, [4])})
+    b = _weights_archive(tmp_path, "b.pt2", {"w": ("weight_0", WA, [2, 3]),
+                                             LONG: ("weight_1", WL[::-1], [4]),
+                                             "v": ("weight_2", WA, [2, 3])})
+    return a, b
+
+
+def _side_bytes(path, dup_wasted: int) -> dict[str, int]:
+    """Whole-side bytes per metric, from the segments and tensors frames."""
+    with wb.open(path) as art:
+        seg = art.segments
+        out = dict.fromkeys(METRICS, 0)
+        out["size"] = os.path.getsize(path)
+        assert int(seg["size"].sum()) == out["size"]
+        for k, n, s in zip(seg["kind"], seg["name"], seg["size"]):
+            out[byte_class(str(k), str(n))] += int(s)
+        t = art.tensors
+        out["tensors"] = int(t["nbytes"].sum())
+        out["stored_tensors"] = int(t.loc[t["offset"].notna(), "nbytes"].sum())
+        out["duplicates"] = dup_wasted
+    return out
+
+
+def test_delta(pair):
+    import pandas as pd
+
+    a, b = pair
+    with wb.compare(a, b) as cmp:
+        d = cmp.delta()
+        ea, eb = _side_bytes(a, 0), _side_bytes(b, 24)
+        want = pd.DataFrame({"a": [ea[m] for m in METRICS], "b": [eb[m] for m in METRICS]},
+                            index=pd.Index(METRICS, name="metric").astype(str), dtype="Int64")
+        want["change"] = want["b"] - want["a"]
+        pd.testing.assert_frame_equal(d, want)
+        assert list(d.columns) == ["a", "b", "change"]
+        assert d.loc["weights"].tolist() == [40, 64, 24]
+        assert d.loc["stored_tensors"].tolist() == [40, 64, 24]
+        assert d.loc["duplicates"].tolist() == [0, 24, 24]
+
+
+def _table_html(rows: list[tuple]) -> str:
+    import pandas as pd
+
+    df = pd.DataFrame(rows, columns=["side", "match", "name_a", "name_b", "dtype", "shape",
+                                     "nbytes", "moved", "same_bytes"])
+    df["same_bytes"] = df["same_bytes"].astype("boolean")
+    return df.to_html(index=False, escape=True)
+
+
+def test_repr_html_exact(pair):
+    a, b = pair
+    short = LONG[:39] + "\u2026"
+    ea, eb = _side_bytes(a, 0), _side_bytes(b, 24)
+
+    def rows_html(x: dict, y: dict) -> str:
+        out = ""
+        for m in METRICS:
+            if x[m] == 0 and y[m] == 0:
+                continue
+            ch = y[m] - x[m]
+            out += (f"<tr><td>{m}</td><td>{human_bytes(x[m])}</td><td>{human_bytes(y[m])}</td>"
+                    f"<td>{'+' if ch > 0 else ''}{human_bytes(ch)}</td></tr>")
+        return out
+
+    head = ("<div><b>workbench.Comparison</b><ul><li><b>a</b> [pt2] <code>a&amp;1.pt2</code></li>"
+            "<li><b>b</b> [pt2] <code>b.pt2</code></li></ul>"
+            "<table><tr><th>bytes</th><th>a</th><th>b</th><th>change</th></tr>")
+    with wb.compare(a, b) as cmp:
+        got = cmp._repr_html_()
+        body = rows_html(ea, eb)
+        assert "<tr><td>weights</td><td>40 B</td><td>64 B</td><td>+24 B</td></tr>" in body
+        assert "<tr><td>duplicates</td><td>0 B</td><td>24 B</td><td>+24 B</td></tr>" in body
+        assert "<td>delegate</td>" not in body and "<td>other</td>" not in body
+        dup = "b: 24 B \u00d7 2 (w; v)"
+        assert got == (
+            head + body + "</table>"
+            "<p>tensors: 2 matched (name 2), 0 only in a, 1 only in b; 0 moved; bytes not "
+            "hashed yet: <code>cmp.hash()</code></p>"
+            f"<p>duplicates: {dup}</p>"
+            + _table_html([("both", "name", "w", "w", "float32", (2, 3), 24, "", None),
+                           ("both", "name", short, short, "float32", (4,), 16, "", None),
+                           ("b_only", None, None, "v", "float32", (2, 3), 24, "", None)])
+            + "</div>")
+        got = cmp.hash()._repr_html_()
+        assert got == (
+            head + body + "</table>"
+            "<p>tensors: 3 matched (name 2, content_copy 1), 0 only in a, 0 only in b; 0 moved; "
+            "same bytes: 2 of 3 matched</p>"
+            f"<p>duplicates: {dup}</p>"
+            + _table_html([("both", "name", "w", "w", "float32", (2, 3), 24, "", True),
+                           ("both", "content_copy", "w", "v", "float32", (2, 3), 24, "", True),
+                           ("both", "name", short, short, "float32", (4,), 16, "", False)])
+            + "</div>")
+    # the other way round: changes are negative, without a sign
+    with wb.compare(b, a) as cmp:
+        got = cmp._repr_html_()
+        assert rows_html(eb, ea) in got
+        assert "<tr><td>weights</td><td>64 B</td><td>40 B</td><td>-24 B</td></tr>" in got
+        assert "+" not in rows_html(eb, ea)
+        assert "<p>tensors: 2 matched (name 2), 1 only in a, 0 only in b; 0 moved;" in got
+
+
+def test_repr_html_shows_a_metric_that_is_zero_on_one_side(tmp_path):
+    """A row is left out only when both sides have 0 bytes of it."""
+    a = _weights_archive(tmp_path, "a.pt2", {"w": ("weight_0", WA, [2, 3])})
+    ms = pt2_members()
+    b = pt2_file(tmp_path, ms, name="b.pt2")
+    with wb.compare(a, b) as cmp:
+        got = cmp._repr_html_()
+        assert "<tr><td>weights</td><td>24 B</td><td>0 B</td><td>-24 B</td></tr>" in got
+        assert "<tr><td>tensors</td><td>24 B</td><td>0 B</td><td>-24 B</td></tr>" in got
+        assert "<td>duplicates</td>" not in got and "<td>delegate</td>" not in got
+        assert "<p>tensors: 0 matched (), 1 only in a, 0 only in b; 0 moved;" in got
+    with wb.compare(b, a) as cmp:
+        got = cmp._repr_html_()
+        assert "<tr><td>weights</td><td>0 B</td><td>24 B</td><td>+24 B</td></tr>" in got
+
+
+def test_repr_html_escapes_and_shortens(tmp_path):
+    name = "<b>&" + "x" * 70
+    a = _weights_archive(tmp_path, "a.pt2", {name: ("weight_0", WA, [2, 3]),
+                                             "t2": ("weight_1", WA, [2, 3])})
+    with wb.compare(a, a) as cmp:
+        got = cmp.hash()._repr_html_()
+        assert _html.escape(name) not in got
+        assert "&lt;b&gt;&amp;" + "x" * 35 + "\u2026" in got  # table: 40 characters
+        # duplicates: up to 60 characters of the names
+        names = f"{name}; t2"
+        assert "(" + _html.escape(names[:59] + "\u2026") + ")" in got
+        assert got.count("24 B \u00d7 2") == 2  # one line per side
+
+
+class _FakeArt:
+    """What :func:`_dequantized_close` reads of an artifact: ``tensor(key, ...)``."""
+
+    def __init__(self, tensors: dict) -> None:
+        self.tensors = tensors
+        self.calls: list[tuple] = []
+
+    def tensor(self, key, copy: bool = False, dequantize: bool = False):
+        self.calls.append((key, copy, dequantize))
+        v = self.tensors[key]
+        if isinstance(v, Exception):
+            raise v
+        return v
+
+
+def _st(name: str, dtype: str, shape: tuple, *, mv=None, quant=None) -> StoredTensor:
+    return StoredTensor(0, {"name": name, "fqn": None, "method": mv[0] if mv else None,
+                            "value": mv[1] if mv else None, "dtype": dtype, "shape": shape,
+                            "nbytes": 0, "storage": "x", "file": None, "offset": None,
+                            "quant_row": quant})
+
+
+def _close(ref, got, quant=None, qdtype="int8", mv=None):
+    f = _st("f", "float32", tuple(np.shape(ref)), mv=mv)
+    q = _st("q", qdtype, tuple(np.shape(got)), quant=quant or {"quant": "per_channel",
+                                                               "channel_dim": 0})
+    key = mv if mv is not None else "f"
+    af, aq = _FakeArt({key: ref}), _FakeArt({"q": got})
+    out = cmpmod._dequantized_close(af, f, aq, q)
+    assert af.calls == [(key, True, True)] and aq.calls == [("q", False, True)]
+    return out
+
+
+def _reference_close(ref, got, quant: dict, qmax: int) -> bool:
+    ref = np.asarray(ref, np.float64)
+    got = np.asarray(got, np.float64)
+    if ref.shape != got.shape or not ref.size:
+        return False
+    cd = quant.get("channel_dim")
+    cd = int(cd) if cd is not None and 0 <= int(cd) < ref.ndim else 0
+    if quant.get("quant") == "per_tensor":
+        step = np.abs(ref).max() / qmax
+    else:
+        axes = tuple(k for k in range(ref.ndim) if k != cd)
+        step = np.abs(ref).max(axis=axes, keepdims=True) / qmax
+    return bool(np.all(np.abs(ref - got) <= 0.5 * step * 1.05 + 1e-12) and np.any(ref))
+
+
+def test_dequantized_close_per_channel_and_per_tensor():
+    ref = np.array([[100.0, 50.0], [0.01, 0.02]], np.float32)
+    off = ref + np.array([[0.3, 0.0], [0.1, 0.0]], np.float32)  # fine per tensor only
+    per_channel = {"quant": "per_channel", "channel_dim": 0}
+    per_tensor = {"quant": "per_tensor", "channel_dim": 0}
+    assert _close(ref, ref) is True
+    assert _close(ref, off, per_channel) is False
+    assert _close(ref, off, per_tensor) is True
+    assert _close(ref, off, {"quant": "per_channel_group", "channel_dim": 0}) is False
+    # channels along dimension 1
+    ref2 = np.array([[100.0, 0.01], [50.0, 0.02]], np.float32)
+    off2 = ref2 + np.array([[0.3, 0.1], [0.0, 0.0]], np.float32)
+    assert _close(ref2, off2, {"quant": "per_channel", "channel_dim": 1}) is False
+    assert _close(ref2, off2, {"quant": "per_channel", "channel_dim": 0}) is True
+    # a channel_dim out of range or missing is 0
+    for cd in (None, 2, -1):
+        assert _close(ref, off, {"quant": "per_channel", "channel_dim": cd}) is False
+        assert _close(ref2, off2, {"quant": "per_channel", "channel_dim": cd}) is True
+
+
+def test_dequantized_close_edges():
+    ref = np.array([1.0, -2.0, 0.5], np.float32)
+    assert _close(ref, ref[:2]) is False  # shapes differ
+    assert _close(np.zeros((0, 3), np.float32), np.zeros((0, 3))) is False  # empty
+    assert _close(np.zeros(3, np.float32), np.zeros(3)) is False  # all zero weights
+    pt = {"quant": "per_tensor"}
+    r64 = ref.astype(np.float64)
+    step = 2.0 / 127
+    assert _close(ref, r64 + 0.5 * step * 1.04, pt) is True
+    assert _close(ref, r64 + 0.5 * step * 1.06, pt) is False
+    # per channel along the only dimension: each element its own step
+    assert _close(ref, r64 + 0.5 * (0.5 / 127) * 1.04) is True
+    assert _close(ref, r64 + 0.5 * (0.5 / 127) * 1.06) is False
+    # the largest value per element type
+    for qdtype, qmax in (("int8", 127), ("int4", 7), ("uint8", 255), ("int32", 2**31 - 1),
+                         ("int16", 127)):
+        s = 2.0 / qmax
+        assert _close(ref, r64 + 0.5 * s * 1.04, pt, qdtype=qdtype) is True, qdtype
+        assert _close(ref, r64 + 0.5 * s * 1.06, pt, qdtype=qdtype) is False, qdtype
+    # a tensor that cannot be read does not match
+    f, q = _st("f", "float32", (3,)), _st("q", "int8", (3,), quant={"quant": "per_tensor"})
+    for bad_f, bad_q in ((wb.ArtifactError("x"), ref), (ref, wb.ArtifactError("x")),
+                         (KeyError("x"), ref)):
+        assert cmpmod._dequantized_close(_FakeArt({"f": bad_f}), f, _FakeArt({"q": bad_q}),
+                                         q) is False
+    assert cmpmod._dequantized_close(_FakeArt({}), f, _FakeArt({"q": ref}), q) is False
+    with pytest.raises(ValueError):
+        cmpmod._dequantized_close(_FakeArt({"f": ValueError("x")}), f, _FakeArt({"q": ref}), q)
+
+
+def test_dequantized_close_reads_the_float_tensor_by_method_and_value():
+    ref = np.array([1.0, 2.0], np.float32)
+    assert _close(ref, ref, mv=("forward", 3)) is True
+    f = _st("f", "float32", (2,), mv=("forward", 3))
+    q = _st("q", "int8", (2,), quant={"quant": "per_tensor"})
+    af = _FakeArt({"f": ref, ("forward", 3): ref * 10})
+    assert cmpmod._dequantized_close(af, f, _FakeArt({"q": ref}), q) is False
+    assert af.calls == [(("forward", 3), True, True)]
+
+
+def test_dequantized_close_computes_in_float64():
+    """Half-precision weights: the bound is computed in float64, not in float16 (whose
+    rounding moves it); the result equals a float64 reference everywhere near the bound."""
+    rng_ = np.random.default_rng(0)
+    differs = 0
+    for _ in range(300):
+        ref = rng_.normal(size=(3, 4)).astype(np.float16)
+        quant = {"quant": ["per_channel", "per_tensor"][_ % 2], "channel_dim": _ % 3 - 1}
+        scale = np.abs(ref.astype(np.float64)).max() / 127
+        got = ref.astype(np.float64) + rng_.choice([-1, 1], ref.shape) * scale * \
+            rng_.uniform(0.5249, 0.5251)
+        want = _reference_close(ref, got, quant, 127)
+        assert _close(ref, got, quant) is want
+        half = np.abs(ref).max(axis=None) / np.float16(127)
+        differs += bool(np.all(np.abs(ref - got) <= 0.5 * half * 1.05 + 1e-12)) != want
+    assert differs  # (float16 arithmetic would have answered otherwise somewhere)
+
+
+def test_fingerprint(tmp_path):
+    data = bytes(range(256)) * 1024 + b"\x07" * 300  # 262,444 bytes
+    p = tmp_path / "blob.bin"
+    p.write_bytes(data)
+    with Source(p) as src:
+        art = types.SimpleNamespace(sources={"f": src})
+        for off, n in ((0, 10), (5, 0), (3, 65536), (0, 65537), (100, 200_000), (0, len(data))):
+            if n <= 4096 * 16:
+                want = hashlib.sha256(data[off:off + n]).digest()
+            else:
+                h = hashlib.sha256(n.to_bytes(8, "little"))
+                step = (n - 4096) / 15
+                for k in range(16):
+                    s = off + int(k * step)
+                    h.update(data[s:s + 4096])
+                want = h.digest()
+            assert cmpmod._fingerprint(art, "f", off, n) == want, (off, n)
+        # equal samples, different sizes: different fingerprints
+        zeros = tmp_path / "zeros.bin"
+        zeros.write_bytes(bytes(300_000))
+        with Source(zeros) as z:
+            za = types.SimpleNamespace(sources={"f": z})
+            assert cmpmod._fingerprint(za, "f", 0, 200_000) != cmpmod._fingerprint(za, "f", 0, 200_001)
+        with pytest.raises(wb.ArtifactError) as ei:
+            cmpmod._fingerprint(art, "f", len(data) - 100, 100_000)
+        assert ei.value.structure == "stored bytes"
+        with pytest.raises(wb.ArtifactError):
+            cmpmod._fingerprint(art, "f", len(data) - 5, 10)
+
+
+def _plain(r: StoredTensor) -> dict:
+    return {k: getattr(r, k) for k in StoredTensor.__slots__}
+
+
+def _na_dict(row) -> dict:
+    import pandas as pd
+
+    out = {}
+    for k, v in row.items():
+        if isinstance(v, (tuple, list, str)) or v is None:
+            out[k] = v
+        elif pd.isna(v):
+            out[k] = None
+        else:
+            out[k] = v.item() if hasattr(v, "item") else v
+    return out
+
+
+def test_delegate_constants_inside_the_blob_are_rows_of_their_own(sample):
+    with wb.open(sample("mlp_xnnpack_inline.pte")) as art:
+        rows = stored_tensors(art)
+        t = art.tensors
+        dt = art.frames["delegate_tensors"]
+        dt = dt[dt["offset"].notna()].reset_index(drop=True)
+        plain = t[t["offset"].notna()]
+        assert len(plain) == 0 and len(dt) == 4
+        assert [_plain(r) for r in rows] == [
+            {"i": len(t) + j, "name": d["name"], "qual": d["name"], "mv": None,
+             "dtype": d["dtype"], "shape": tuple(d["shape"]), "nbytes": int(d["nbytes"]),
+             "storage": d["storage"], "file": d["file"], "offset": int(d["offset"]),
+             "align": int(d["offset"]) & -int(d["offset"]),
+             "key": (d["file"], int(d["offset"]), int(d["nbytes"])), "quant": None}
+            for j, d in dt.iterrows()]
+        assert [r.storage for r in rows] == ["blob"] * 4
+
+
+def test_delegate_constants_take_over_their_named_data_rows(sample):
+    with wb.open(sample("mlp_xnnpack_qc8.pte")) as art:
+        rows = stored_tensors(art)
+        t = art.tensors
+        dt = art.frames["delegate_tensors"]
+        dt = dt[dt["offset"].notna()]
+        by_key = {(d["file"], int(d["offset"]), int(d["nbytes"])): d for _, d in dt.iterrows()}
+        want = []
+        for i, r in t.iterrows():
+            if pd_na(r["offset"]) and r["storage"] in cmpmod.NO_BYTES:
+                continue
+            key = (r["file"], int(r["offset"]), int(r["nbytes"]))
+            d = by_key.get(key) if r["storage"] == "named_data" else None
+            src = d if d is not None else r
+            q = d is not None and d["quant"] in ("per_tensor", "per_channel", "per_channel_group")
+            want.append({"i": i, "name": src["name"],
+                         "qual": src["name"] if d is not None else
+                         r["fqn"] if "fqn" in r and not pd_na(r["fqn"]) else
+                         None if not pd_na(r["method"]) else r["name"],
+                         "mv": None if d is not None or pd_na(r["value"]) else
+                         (r["method"], int(r["value"])),
+                         "dtype": src["dtype"], "shape": tuple(src["shape"]),
+                         "nbytes": int(src["nbytes"]), "storage": r["storage"],
+                         "file": r["file"], "offset": int(r["offset"]),
+                         "align": int(r["offset"]) & -int(r["offset"]), "key": key,
+                         "quant": _na_dict(d) if q else None})
+        got = [_plain(r) for r in rows]
+        assert len(got) == len(want) == 6
+        for g, w in zip(got, want):
+            assert g == w
+        assert sum(r.quant is not None for r in rows) == 2
+
+
+def pd_na(x) -> bool:
+    import pandas as pd
+
+    return x is None or bool(pd.isna(x))
