@@ -25,6 +25,7 @@ Usage::
     .venv/bin/python bench/fuzz_cov.py --format pte --seconds 60        # atheris, then bytes
     .venv/bin/python bench/fuzz_cov.py --format pt2 --seconds 1800 --engine atheris
     .venv/bin/python bench/fuzz_cov.py --format all --seconds 60        # every format
+    .venv/bin/python bench/fuzz_cov.py --format all --seconds 1800 --parallel   # the 30-min runs
 
 Needs the ``fuzz`` extra (``pip install 'pte-workbench[fuzz]'``: atheris).
 """
@@ -447,6 +448,15 @@ def _print_side_by_side(fmt: str, reps: dict[str, dict[str, Any]]) -> None:
         print(f"{name}: findings {r['failures'] or 'none'}; rss within limit: {r['rss_ok']}")
 
 
+def _wait(proc: subprocess.Popen, timeout: float) -> None:
+    """Wait for an engine process; kill it past ``timeout`` (its summary is then missing)."""
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parse arguments; run the engines in fresh processes; print the comparison."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -456,6 +466,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--slow", type=float, default=2.0)
     ap.add_argument("--out", default=str(ROOT / "build" / "fuzz_cov"))
+    ap.add_argument("--parallel", action="store_true",
+                    help="run the two engines at the same time (one process each: on a "
+                    "2-core machine each has a core for the whole run, side by side)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
@@ -466,12 +479,18 @@ def main(argv: list[str] | None = None) -> int:
     bad = 0
     for fmt in formats:
         reps = {}
+        procs = []
         for eng in engines:
             cmd = [sys.executable, __file__, "--child", "--format", fmt, "--engine", eng,
                    "--seconds", str(args.seconds), "--seed", str(args.seed), "--slow",
                    str(args.slow), "--out", args.out]
-            subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                           timeout=args.seconds + 600)
+            procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
+                                          stderr=subprocess.DEVNULL))
+            if not args.parallel:
+                _wait(procs[-1], args.seconds + 600)
+        for proc in procs:
+            _wait(proc, args.seconds + 600)
+        for eng in engines:
             summary = Path(args.out) / fmt / eng / "summary.json"
             if summary.exists():
                 reps[eng] = json.loads(summary.read_text())
