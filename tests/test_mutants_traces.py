@@ -2249,3 +2249,89 @@ def test_record_read_parsed(tmp_path):
     assert RC.RecordColumns(arc).tensors_columns() == {
         c: [] for c in ("name", "dtype", "shape", "nbytes", "storage", "file", "offset")}
     src.close()
+
+
+def test_zip64_end_records(tmp_path, monkeypatch):
+    import io
+    import zipfile
+
+    monkeypatch.setattr(zipfile, "ZIP_FILECOUNT_LIMIT", 2)  # zipfile then writes ZIP64 ends
+    b = io.BytesIO()
+    with zipfile.ZipFile(b, "w") as z:
+        for name, data in (("ETRECORD_V0", ""), ("debug_handle_map", "{}"), ("x", "{}")):
+            z.writestr(name, data)
+    monkeypatch.undo()
+    data = b.getvalue()
+    p = tmp_path / "z64.etrecord"
+    p.write_bytes(data)
+    eocd = len(data) - 22
+    locator = eocd - 20
+    assert struct.unpack_from("<I", data, locator)[0] == 0x07064B50
+    z64 = struct.unpack_from("<Q", data, locator + 8)[0]
+    z64_size = 12 + struct.unpack_from("<Q", data, z64 + 4)[0]
+    cd_size, cd = struct.unpack_from("<QQ", data, z64 + 40)
+    seg = wb.open(p).segments
+    tail = list(zip(values(seg, "name"), values(seg, "kind"), values(seg, "offset"),
+                    values(seg, "size"), values(seg, "index"), values(seg, "used_by")))[-4:]
+    assert tail == [("central directory", "central_directory", cd, cd_size, None, "3 entries"),
+                    ("zip64 end of central directory", "end_record", z64, z64_size, None, ""),
+                    ("zip64 end of central directory locator", "end_record", locator, 20, None,
+                     ""),
+                    ("end of central directory", "end_record", eocd, 22, None, "")]
+    assert z64 + z64_size == locator and cd + cd_size == z64
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_debug_events_without_values_outputs_and_allocator_ids(tmp_path, monkeypatch, fast):
+    t = Trace()
+    lst = t.tensor_list([t.tensor(6, [1], [1], 0), t.tensor(6, [2], [1], 4),
+                         t.tensor(4, [1], [1], 16)])
+    evs = [
+        t.event(debug=t.debug(3, 1, None, name="bare", dd_str="s")),
+        t.event(allocation=t.allocation(-1, 5)),
+        t.event(debug=t.debug(0, 2, t.value(S.Value.INT, int_value=t.wrapper("i64", 1 << 40),
+                                            output=t.wrapper("bool", False)))),
+        t.event(debug=t.debug(0, 3, t.value(S.Value.TENSOR_LIST, tensor_list=lst))),
+        t.event(allocation=t.allocation(0, 6)),
+        t.event(debug=t.debug(0, 4, None)),
+        t.event(debug=t.debug(0, 5, t.value(S.Value.TENSOR, tensor=t.tensor(6, [2], [1], 24),
+                                            output=t.wrapper("bool", True)))),
+        t.event(debug=t.debug(0, 6, t.value(S.Value.NULL, output=t.wrapper("bool", False)))),
+        t.event(debug=t.debug(0, 7, t.value(S.Value.BOOL, bool_value=t.wrapper("bool", False)))),
+        t.event(debug=t.debug(0, 8, t.value(S.Value.FLOAT, float_value=t.wrapper("f32", 1.1)))),
+        t.event(allocation=t.allocation(1, 7)),
+    ]
+    data = t.finish([t.run("Execute", evs, allocators=["a0", "a1"])])
+    art = open_trace(tmp_path, data, bytes(40), fast, monkeypatch)
+    dv = art.frames["debug_values"]
+    f32 = float(np.float32(1.1))
+    check_frame(dv.drop(columns=["block", "iteration", "file", "table_offset", "name",
+                                 "delegate_debug_id", "delegate_debug_id_int", "dtype",
+                                 "strides"]), {
+        "run": ("int64", [0] * 10),
+        "index": ("int64", [0, 2, 3, 3, 3, 5, 6, 7, 8, 9]),
+        "list_index": ("Int64", [None, None, 0, 1, 2, None, None, None, None, None]),
+        "chain": ("int64", [3, 0, 0, 0, 0, 0, 0, 0, 0, 0]),
+        "instruction": ("int64", [1, 2, 3, 3, 3, 4, 5, 6, 7, 8]),
+        "delegate_debug_id_str": ("string", ["s"] + [None] * 9),
+        "type": ("category", [None, "Int", "TensorList", "TensorList", "TensorList", None,
+                              "Tensor", "Null", "Bool", "Float"]),
+        "output": ("boolean", [None, False, None, None, None, None, True, False, None, None]),
+        "value": ("object", [None, 1 << 40, None, None, None, None, None, None, False, f32]),
+        "tensor": ("string", [None, None, "0/3/0", "0/3/1", "0/3/2", None, "0/6", None, None,
+                              None]),
+        "shape": ("object", [None, None, (1,), (2,), (1,), None, (2,), None, None, None]),
+        "nbytes": ("Int64", [None, None, 4, 8, 8, None, 8, None, None, None]),
+        "offset": ("Int64", [None, None, 0, 4, 16, None, 24, None, None, None]),
+        "debug_offset": ("Int64", [None, None, 0, 4, 16, None, 24, None, None, None]),
+    })
+    assert values(dv, "name") == ["s"] + [None] * 9
+    assert values(dv, "dtype") == [None, None, "float32", "float32", "int64", None, "float32",
+                                   None, None, None]
+    assert values(dv, "table_offset") == walk(tmp_path / "t.etdp")["debug"]
+    al = art.frames["allocations"]
+    assert values(al, "index") == [1, 4, 10]
+    assert values(al, "allocator_id") == [-1, 0, 1]
+    assert values(al, "allocator") == [None, "a0", "a1"]
+    assert values(art.frames["runs"], "allocators") == ["a0; a1"]
+    # (flatc's decoder refuses a debug event without a value: no oracle run here)
