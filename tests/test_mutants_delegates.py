@@ -2466,3 +2466,39 @@ def test_inspect_blobs_falls_back_one_by_one(tmp_path, monkeypatch):
     got = inspect_blobs(buf, [items[0], (0, 7, "X", "z", 9), (0, 40, "X", "z", 8)], file=FILE,
                         named_data=named)
     assert calls == [] and [i.backend for i in got] == ["xnnpack", "unknown", "unknown"]
+
+
+def test_vulkan_roles(tmp_path):
+    def tensor(cid=-1):
+        return {"value_type": "VkTensor", "value": {"datatype": "FLOAT32", "dims": [1],
+                                                    "constant_id": cid}}
+
+    doc = {"values": [tensor(), tensor(), tensor(), tensor(), tensor(0)],
+           "input_ids": [1, 3, 4], "output_ids": [2, 3, 4],
+           "constants": [{"offset": 0, "length": 0}]}
+    info = look(flatc(VK_SCHEMA, doc, tmp_path), "VulkanBackend")
+    assert [r["role"] for r in column_rows(info.tensors)] == [
+        "internal", "input", "output", "input", "constant"]
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_xnnpack_node_ids_dense_and_sparse(fast, tmp_path, monkeypatch):
+    """Value ids looked up in a table (dense ids) or by sorting (sparse ones): the same."""
+    def graph(ids, uses):
+        add = {"input1_id": uses[0], "input2_id": uses[1], "output_id": uses[2]}
+        doc = {"xvalues": [_plain(_tv("fp32", [1], id_out=i)) for i in ids],
+               "xnodes": [{"xnode_union_type": "XNNAdd", "xnode_union": add}],
+               "constant_data": [{"offset": 0, "size": 0}]}
+        return look(_xnn(flatc(XNN_SCHEMA, doc, tmp_path)), "XnnpackBackend").findings
+
+    _reader(monkeypatch, fast)
+    assert graph([0, 1, 2, 3], [0, 0, 1]) == []      # the largest id unused by the nodes
+    assert graph([3, 2, 1, 0], [0, 1, 2]) == []
+    assert graph([5000, 7], [5000, 7, 7]) == []      # sparse: more than 4 x values + 1024
+    assert graph([0], [0, 0, 0]) == []
+    for ids, uses, n, eg in (([0, 1, 2, 3], [0, 4, 1], 1, 4), ([0, 1], [8, 9, 1], 2, 8),
+                             ([5000, 7], [5000, 6, 5001], 2, 6), ([1, 2], [0, 0, 3], 2, 0),
+                             ([2000], [1, 2000, 2001], 2, 1)):
+        (f,) = graph(ids, uses)
+        assert f.message == (f"nodes refer to {n} value id(s) that no xvalue defines, "
+                             f"e.g. {eg}"), (ids, uses)
