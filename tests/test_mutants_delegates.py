@@ -2402,7 +2402,13 @@ def test_inspect_blobs_reads_xnnpack_blobs_in_one_pass(tmp_path, monkeypatch):
     _reader(monkeypatch, True)
     calls = []
     one_pass = xnnpack.parse_many
-    monkeypatch.setattr(xnnpack, "parse_many", lambda g: calls.append(len(g)) or one_pass(g))
+
+    def spy(group):
+        out = one_pass(group)  # raises when the one pass gives up
+        calls.append(len(out))
+        return out
+
+    monkeypatch.setattr(xnnpack, "parse_many", spy)
     many = inspect_blobs(memoryview(buf), items, file=FILE, named_data=named)
     assert calls == [3] and gc.isenabled()
     for a, b in zip(many, alone):
@@ -2502,3 +2508,25 @@ def test_xnnpack_node_ids_dense_and_sparse(fast, tmp_path, monkeypatch):
         (f,) = graph(ids, uses)
         assert f.message == (f"nodes refer to {n} value id(s) that no xvalue defines, "
                              f"e.g. {eg}"), (ids, uses)
+
+
+@pytest.mark.parametrize("keys", [
+    ["a" * 64, "b" * 64, "scale_" + "c" * 64, "k", "a" * 64],            # few lengths
+    [f"{'x' * n}" for n in range(1, 11)],                                # more than 8 lengths
+    ["s" * 1025, "t"],                                                   # a long key
+    ["ké", "plain"],                                                     # not ASCII
+])
+@pytest.mark.parametrize("fast", [True, False])
+def test_xnnpack_named_keys(keys, fast, tmp_path, monkeypatch):
+    _reader(monkeypatch, fast)
+    doc = {"constant_data": [{"offset": 0, "size": 0}] + [
+        {"offset": NAMED, "size": 4, "named_key": k} for k in keys],
+        "xvalues": [_plain(_tv("fp32", [1], cbi=k + 1, id_out=k)) for k in range(len(keys))]}
+    fb = flatc(XNN_SCHEMA, doc, tmp_path)
+    named = {k: ("d.ptd", 64 * n, 4) for n, k in enumerate(keys)}
+    info = look(_xnn(fb), "XnnpackBackend", named=named)
+    rows = column_rows(info.tensors)
+    assert [r["named_key"] for r in rows] == keys
+    assert [(r["storage"], r["file"], r["offset"], r["missing"]) for r in rows] == [
+        ("external", "d.ptd", named[k][1], 0) for k in keys]
+    assert info.named_keys == tuple(dict.fromkeys(keys)) and info.findings == []
