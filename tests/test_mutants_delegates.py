@@ -2530,3 +2530,83 @@ def test_xnnpack_named_keys(keys, fast, tmp_path, monkeypatch):
     assert [(r["storage"], r["file"], r["offset"], r["missing"]) for r in rows] == [
         ("external", "d.ptd", named[k][1], 0) for k in keys]
     assert info.named_keys == tuple(dict.fromkeys(keys)) and info.findings == []
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_xnnpack_constant_parts_and_findings(fast, tmp_path, monkeypatch):
+    _reader(monkeypatch, fast)
+
+    def graph(constant_data, values, consts=bytes(64), named=None):
+        doc = {"constant_data": [{"offset": 0, "size": 0}, *constant_data], "xvalues": values}
+        fb = flatc(XNN_SCHEMA, doc, tmp_path)
+        blob = _xnn(fb, consts)
+        cd = len(blob) - len(consts)
+        info = look(blob, "XnnpackBackend", named=named)
+        return info, fb, cd
+
+    def parts(info, cd):
+        return [(s.name, s.offset - AT - cd, s.size) for s in info.subsegments
+                if s.offset - AT >= cd]
+
+    v = _plain
+    # two values share one entry, two entries share one range, one range is only scales
+    info, fb, cd = graph(
+        [{"offset": 0, "size": 16}, {"offset": 16, "size": 8}, {"offset": 16, "size": 8},
+         {"offset": 32, "size": 8}, {"offset": 48, "size": 0}],
+        [v(_tv("fp32", [4], cbi=1, id_out=3)), v(_tv("fp32", [2], cbi=2, id_out=4)),
+         v(_tv("fp32", [4], cbi=1, id_out=5)), v(_tv("fp32", [2], cbi=3, id_out=6)),
+         v(_tv("fp32", [2], cbi=1, id_out=7)),
+         _quant(_tv("qcint8", [2], id_out=8), "PerChannelQuant", {"scale_buffer_idx": 4}),
+         v(_tv("fp32", [0], cbi=5, id_out=9))])
+    assert parts(info, cd) == [("constant_data[1] value 3 (+2)", 0, 16),
+                               ("constant_data[2] (+1 entries) value 4 (+1)", 16, 8),
+                               ("padding", 24, 8), ("constant_data[4] scales", 32, 8),
+                               ("padding", 40, 24)]
+    assert info.findings == []
+    # overlapping entries: one range, with a warning
+    info, fb, cd = graph([{"offset": 0, "size": 16}, {"offset": 8, "size": 16}],
+                         [v(_tv("fp32", [4], cbi=1, id_out=0)),
+                          v(_tv("fp32", [4], cbi=2, id_out=1))])
+    assert parts(info, cd) == [("constant data", 0, 64)]
+    assert info.findings == [Finding("warning", "XNNGraph.constant_data", AT + cd + 8,
+                                     "constant_data entries [2] overlap other entries; the "
+                                     "constant data is shown as one range")]
+    # nothing references the constant data
+    info, fb, cd = graph([{"offset": 0, "size": 16}], [v(_tv("fp32", [4], id_out=0))])
+    assert parts(info, cd) == [("constant data (unreferenced)", 0, 64)]
+    info, fb, cd = graph([], [v(_tv("fp32", [4], id_out=0))], consts=b"")
+    assert [s.kind for s in info.subsegments if s.kind != "padding"] == ["header", "flatbuffer"]
+    # too few bytes for the shape; named data shorter than the entry
+    info, fb, cd = graph([{"offset": 0, "size": 15}, {"offset": NAMED, "size": 8,
+                                                       "named_key": "n"},
+                          {"offset": 16, "size": 1}],
+                         [v(_tv("fp32", [4], cbi=1, id_out=10)),
+                          v(_tv("fp32", [2], cbi=2, id_out=11)),
+                          v(_tv("qcint4", [3], cbi=3, id_out=12))],
+                         named={"n": (FILE, 9000, 7)})
+    root = fb_root(fb)
+    c2 = fb_tables(fb, root, 8)[2]
+    t0 = fb_ref(fb, fb_tables(fb, root, 2)[0], 1)
+    assert info.findings == [
+        Finding("error", "XNNGraph.constant_data[2]", AT + 32 + c2,
+                "1 named-data entries are shorter than the graph says, e.g. 'n': 7 bytes, the "
+                "graph expects 8"),
+        Finding("error", "XNNGraph.xvalues[0]", AT + 32 + t0,
+                "2 constant(s) hold fewer bytes than their shape needs, e.g. value 10: 15 < 16")]
+    rows = column_rows(info.tensors)
+    assert [(r["nbytes"], r["data_size"]) for r in rows] == [(16, 15), (8, 8), (2, 1)]
+    # an empty named_key next to an offset
+    info, fb, cd = graph([{"offset": 0, "size": 4, "named_key": ""},
+                          {"offset": 8, "size": 4, "named_key": ""}],
+                         [v(_tv("fp32", [1], cbi=1, id_out=0))])
+    c1 = fb_tables(fb, fb_root(fb), 8)[1]
+    assert info.findings == [Finding(
+        "warning", "XNNGraph.constant_data[1]", AT + 32 + c1,
+        "2 entries have an empty named_key field next to an offset: ExecuTorch's runtime takes "
+        "any present named_key as a named-data lookup (of the key \"\") and fails to load them")]
+    assert column_rows(info.tensors)[0]["named_key"] is None
+    # 4-bit scalars take one byte, 4-bit values with an empty last dimension none
+    info, fb, cd = graph([], [v(_tv("qcint4", [], id_out=0)), v(_tv("qbint4", [3, 0], id_out=1)),
+                              v(_tv("qcint4", [0, 3], id_out=2)),
+                              v(_tv("qcint4", [2, 2, 5], id_out=3))])
+    assert [r["nbytes"] for r in column_rows(info.tensors)] == [1, 0, 0, 12]
