@@ -2062,3 +2062,350 @@ def test_value_summaries_use_the_fast_path(et, tmp_path, monkeypatch):
         with wb.open(path, data=[]) as art:
             art.frames["values"]
     assert calls == [True]
+
+
+# -- the tensors frame, every column, from ExecuTorch's reading --------------------------------
+_DYN = ("static", "dynamic_bound", "dynamic_unbound")
+
+
+def expected_tensors(oracle, path, ptd_paths) -> list[tuple]:
+    """Rows (name, dtype, shape, nbytes, storage, file, offset, method, value, fqn, dim_order,
+    segment, data_buffer_idx, mem_id, mem_offset, shape_dynamism, requires_grad, has_layout,
+    missing, used_by) of a program's tensors frame, from the oracle and the data files' bytes."""
+    prog = oracle.read(path)
+    named_in_ptd = {p: oracle.ptd_named_bytes(p) for p in ptd_paths}
+    ptd_rows = {}
+    for p in ptd_paths:
+        with wb.open(p) as art:
+            ptd_rows[p] = {r.name: (r.offset, r.segment, r.has_layout, r.dtype, tuple(r.shape),
+                                    r.nbytes, tuple(r.dim_order))
+                           for r in art.tensors.itertuples(index=False)}
+    data = path.read_bytes()
+    blobs = []
+    for plan in prog.program.execution_plan:
+        for k, d in enumerate(plan.delegates):
+            if int(d.processed.location) == 1:
+                off, size = prog.segment_abs(d.processed.index)
+                raw = data[off:off + size]
+            else:
+                raw = bytes(prog.program.backend_delegate_data[d.processed.index].data)
+            blobs.append((f"{plan.name} delegate {k} ({d.id})", raw))
+
+    def users(key):
+        u = [label for label, raw in blobs if key.encode() in raw]
+        return "; ".join(u) if u else None
+
+    rows, claimed = [], {p: set() for p in ptd_paths}
+    for plan in prog.program.execution_plan:
+        for v, ev in enumerate(plan.values):
+            t = ev.val
+            if type(t).__name__ != "Tensor":
+                continue
+            e = t.extra_tensor_info
+            fqn = e.fully_qualified_name if e is not None else None
+            storage = _storage_of(oracle, prog, t)
+            nbytes = prog.nbytes(t)
+            file = offset = segment = None
+            missing = None
+            if storage == "segment":
+                offset = prog.constant_location(t)
+                segment = prog.program.constant_segment.segment_index
+            elif storage == "mutable":
+                offset = prog.mutable_location(t)
+                ms = prog.program.mutable_data_segments
+                segment = ms[e.mutable_data_segments_idx if e is not None else 0].segment_index
+            elif storage == "inline":
+                raise AssertionError("inline constants: see the variant test")
+            elif storage == "external":
+                missing = True
+                for p in ptd_paths:
+                    hit = ptd_rows[p].get(fqn)
+                    if hit and hit[3] == oracle.dtype_name(t.scalar_type) and hit[4] == tuple(t.sizes):
+                        offset, segment, missing, file = hit[0], hit[1], False, str(p)
+                        raw = pathlib.Path(p).read_bytes()[offset:offset + nbytes]
+                        assert raw == named_in_ptd[p][fqn][:nbytes]
+                        claimed[p].add(fqn)
+                        break
+            if offset is not None and file is None:
+                file = str(path)
+            a = t.allocation_info
+            rows.append((fqn if fqn is not None else f"{plan.name}/{v}",
+                         oracle.dtype_name(t.scalar_type), tuple(t.sizes), nbytes, storage, file,
+                         offset, plan.name, v, fqn, tuple(t.dim_order), segment,
+                         t.data_buffer_idx, None if a is None else a.memory_id,
+                         None if a is None else a.memory_offset_low | (a.memory_offset_high << 32),
+                         _DYN[int(t.shape_dynamism)], bool(t.requires_grad), None, missing, None))
+    for nd in prog.program.named_data or []:
+        off, size = prog.segment_abs(nd.segment_index)
+        rows.append((nd.key, "uint8", (size,), size, "named_data", str(path), off, None, None,
+                     None, (0,), nd.segment_index, None, None, None, None, None, False, None,
+                     users(nd.key)))
+    for p in ptd_paths:
+        for key, (off, seg, has, dtype, shape, nbytes, dims) in ptd_rows[p].items():
+            if key in claimed[p]:
+                continue
+            rows.append((key, dtype, shape, nbytes, "named_data", str(p), off, None, None, None,
+                         dims, seg, None, None, None, None, None, has, None, users(key)))
+    return rows
+
+
+TENSOR_COLS = ["name", "dtype", "shape", "nbytes", "storage", "file", "offset", "method", "value",
+               "fqn", "dim_order", "segment", "data_buffer_idx", "mem_id", "mem_offset",
+               "shape_dynamism", "requires_grad", "has_layout", "missing", "used_by"]
+
+
+def _rows(frame, cols) -> list[tuple]:
+    out = []
+    for c in cols:
+        s = frame[c]
+        if isinstance(s.dtype, pd.CategoricalDtype):
+            s = s.astype(object)
+        out.append(_nullable(s.tolist()))
+    return [tuple(r) for r in zip(*out)]
+
+
+@pytest.mark.parametrize("name", PTE_SAMPLES)
+def test_tensors_frame_matches_the_oracle(name, oracle, monkeypatch):
+    path = SAMPLES / name
+    with wb.open(path) as art:
+        ptds = [pathlib.Path(p) for p in art.info["data_files"]]
+    from test_pte_paths import assert_same_frames
+
+    from workbench.formats.pte import program as pte_program
+
+    got = []
+    for fast in (True, False):
+        monkeypatch.setattr(pte_program, "FAST", fast)
+        with wb.open(path) as art:
+            got.append({"tensors": art.frames["tensors"]})
+    assert_same_frames(got[0], got[1], name)
+    t = got[0]["tensors"]
+    assert list(t.columns) == ["name", "dtype", "shape", "nbytes", "storage", "file", "offset",
+                               "align", "method", "value", "fqn", "dim_order", "segment",
+                               "data_buffer_idx", "mem_id", "mem_offset", "shape_dynamism",
+                               "requires_grad", "has_layout", "missing", "used_by"]
+    assert _rows(t, TENSOR_COLS) == expected_tensors(oracle, path, ptds)
+    assert _nullable(t["align"]) == [_lowbit(o) if o is not None else None
+                                     for o in _nullable(t["offset"])]
+    for c in ("nbytes", "offset", "value", "segment", "data_buffer_idx", "mem_id", "mem_offset"):
+        assert str(t[c].dtype) in ("int64", "Int64"), c
+    if name == "mlp_external.pte":  # without its data file: the external tensors are missing
+        with wb.open(path, data=[]) as art:
+            t = art.frames["tensors"]
+            ext = t[t["storage"] == "external"]
+            assert len(ext) and ext["missing"].all() and ext["file"].isna().all()
+            assert ext["offset"].isna().all() and ext["segment"].isna().all()
+
+
+# =============================================================================================
+# workbench.formats._layout: covering byte ranges exactly
+# =============================================================================================
+def _cov(raw) -> list[tuple]:
+    return list(zip(raw["file"].tolist(), raw["name"].tolist(), raw["kind"].tolist(),
+                    raw["offset"].tolist(), raw["size"].tolist(), raw["index"].tolist(),
+                    raw["used_by"].tolist()))
+
+
+def test_cover():
+    from workbench.formats._layout import RAW_SEGMENT_COLUMNS, cover
+
+    rows = [(40, 10, "b", "kb", 1, "ub"), (10, 5, "a", "ka", None, "ua"), (15, 0, "z", "kz", 7, ""),
+            (15, 5, "c", "kc", 2, "uc")]
+    raw = cover(rows, "f", 4, 60)
+    assert tuple(raw) == RAW_SEGMENT_COLUMNS
+    assert _cov(raw) == [("f", "padding", "padding", 4, 6, -1, ""), ("f", "a", "ka", 10, 5, -1, "ua"),
+                         ("f", "z", "kz", 15, 0, 7, ""), ("f", "c", "kc", 15, 5, 2, "uc"),
+                         ("f", "padding", "padding", 20, 20, -1, ""), ("f", "b", "kb", 40, 10, 1, "ub"),
+                         ("f", "trailing data", "trailing", 50, 10, -1, "")]
+    for c in ("offset", "size", "index"):
+        assert raw[c].dtype == np.int64
+    raw = cover(rows, "f", 10, 50, gap=("G", "g"), tail=("T", "t"))
+    assert [r[1:3] for r in _cov(raw)] == [("a", "ka"), ("z", "kz"), ("c", "kc"), ("G", "g"),
+                                           ("b", "kb")]
+    raw = cover(rows, "f", 10, 51, gap=("G", "g"), tail=("T", "t"))
+    assert _cov(raw)[-1] == ("f", "T", "t", 50, 1, -1, "")
+    assert _cov(cover([], "e", 3, 9)) == [("e", "trailing data", "trailing", 3, 6, -1, "")]
+    assert _cov(cover([], "e", 3, 3)) == []
+    assert _cov(cover([(3, 0, "n", "k", None, "")], "e", 3, 3)) == [("e", "n", "k", 3, 0, -1, "")]
+    # a range inside an earlier one
+    assert raises(cover, [(0, 20, "big", "k", None, ""), (5, 5, "in", "k", None, "")], "/p/f.pte",
+                  0, 30) == ("CorruptError", "f.pte", "in", 5,
+                             "in [0x5, 0xa) overlaps the previous range (ends at 0x14)")
+    assert raises(cover, [(0, 20, "a", "k", None, ""), (30, 5, "b", "k", None, ""),
+                          (19, 4, "c", "k", None, "")], "f", 0, 40) == (
+        "CorruptError", "f", "c", 19, "c [0x13, 0x17) overlaps the previous range (ends at 0x14)")
+    assert raises(cover, [(2, 4, "early", "k", None, "")], "f", 4, 10) == (
+        "CorruptError", "f", "early", 2, "early [0x2, 0x6) overlaps the previous range (ends at 0x4)")
+    # touching ranges are fine
+    assert [r[3:5] for r in _cov(cover([(0, 4, "a", "k", None, ""), (4, 4, "b", "k", None, "")],
+                                       "f", 0, 8))] == [(0, 4), (4, 4)]
+
+
+def test_concat_sorted_and_frame():
+    from workbench.formats._layout import concat_sorted, cover, named_data_role, segments_frame
+
+    a = cover([(0, 4, "x", "k", None, "u")], "b.ptd", 0, 4)
+    b = cover([(0, 2, "y", "k", 3, "")], "a.pte", 0, 6)
+    assert concat_sorted([a]) is a
+    both = concat_sorted([a, b])
+    assert both["file"].tolist() == ["a.pte", "a.pte", "b.ptd"]
+    assert both["name"].tolist() == ["y", "trailing data", "x"]
+    empty = cover([], "c", 0, 0)
+    assert concat_sorted([a, empty])["file"].tolist() == ["b.ptd"]
+    f = segments_frame(both)
+    assert list(f) == ["file", "name", "kind", "offset", "size", "align", "index", "used_by"]
+    assert _nullable(list(f["index"])) == [3, None, None]
+    assert _nullable(list(f["align"])) == [None, 2, None]
+    assert list(f["used_by"]) == ["", "", "u"] and list(f["kind"]) == ["k", "trailing", "k"]
+    assert [named_data_role(k) for k in ("a_so_blob", "a_weights_blob", "so_blob", "_so_blob",
+                                         "x_so_blobs", "weights_blob_x", "")] == [
+        "so_blob", "weights_blob", "blob", "so_blob", "blob", "blob", "blob"]
+
+
+# -- segments, named_data and memory_plan frames of programs without delegates ------------------
+PORTABLE = ["mlp_portable.pte", "mlp_bf16.pte", "mlp_external.pte", "kv_cache.pte",
+            "multi_method.pte", "no_weights.pte", "tied_portable.pte"]
+
+
+def expected_segments(oracle, path) -> list[tuple]:
+    """(name, kind, offset, size, index, used_by) of a delegate-free program's segments."""
+    from workbench.formats._layout import named_data_role
+
+    prog = oracle.read(path)
+    size = len(prog.data)
+    rows = [(0, 8, "flatbuffer root", "header", None, "root offset + ET12")]
+    fb_start = 8
+    if prog.eh is not None:
+        hl = struct.unpack_from("<I", prog.data, 12)[0]
+        rows.append((8, hl, "extended header", "header", None, "eh00"))
+        fb_start = 8 + hl
+    rows.append((fb_start, prog.program_size - fb_start, "program", "flatbuffer", None, ""))
+    uses: dict[int, list] = {}
+    P = prog.program
+    if P.constant_segment is not None:
+        uses.setdefault(P.constant_segment.segment_index, []).append(("constant", "constant_segment"))
+    for k, ms in enumerate(P.mutable_data_segments or []):
+        uses.setdefault(ms.segment_index, []).append(("mutable_data", f"mutable_data_segments[{k}]"))
+    for nd in P.named_data or []:
+        uses.setdefault(nd.segment_index, []).append(("named_data", nd.key))
+    for i in range(len(P.segments)):
+        # no extended header: (empty) segments sit at the end of the program
+        off, sz = prog.segment_abs(i) if prog.eh is not None else (prog.program_size, 0)
+        u = uses.get(i, [])
+        kind = u[0][0] if u else "unused"
+        if kind == "named_data" and named_data_role(u[0][1]) != "blob":
+            kind = named_data_role(u[0][1])
+        if len(u) == 1:
+            name = u[0][1] if u[0][0] != "named_data" else f"named_data {u[0][1]}"
+        elif u:
+            name = f"{u[0][1]} (+{len(u) - 1} more)"
+        else:
+            name = f"segment {i}"
+        rows.append((off, sz, name, kind, i, "; ".join(x for _, x in u)))
+    rows.sort(key=lambda r: (r[0], r[1]))
+    out, at = [], 0
+    for r in rows:
+        if r[0] > at:
+            out.append(("padding", "padding", at, r[0] - at, None, ""))
+        out.append((r[2], r[3], r[0], r[1], r[4], r[5]))
+        at = max(at, r[0] + r[1])
+    if at < size:
+        out.append(("trailing data", "trailing", at, size - at, None, ""))
+    return out
+
+
+SEG_COLS = ["name", "kind", "offset", "size", "index", "used_by"]
+
+
+@pytest.mark.parametrize("name", PORTABLE)
+def test_portable_segments_match_the_oracle(name, oracle, monkeypatch):
+    path = SAMPLES / name
+    frames = frames_both(path, monkeypatch, ["segments", "memory_plan", "named_data"])
+    s = frames["segments"]
+    assert set(s["file"]) == {str(path)}
+    assert _rows(s, SEG_COLS) == expected_segments(oracle, path)
+    assert _nullable(s["align"]) == [_lowbit(o) for o in s["offset"]]
+    check_memory_plan(frames["memory_plan"], oracle, path)
+
+
+def check_memory_plan(mp, oracle, path):
+    prog = oracle.read(path)
+    want = []
+    for plan in prog.program.execution_plan:
+        sizes = list(plan.non_const_buffer_sizes)
+        for v, ev in enumerate(plan.values):
+            t = ev.val
+            if type(t).__name__ != "Tensor" or t.allocation_info is None:
+                continue
+            a = t.allocation_info
+            off = a.memory_offset_low | (a.memory_offset_high << 32)
+            nb = prog.nbytes(t)
+            e = t.extra_tensor_info
+            fqn = e.fully_qualified_name if e is not None else None
+            bsize = sizes[a.memory_id] if a.memory_id < len(sizes) else None
+            want.append((plan.name, a.memory_id, bsize, v, fqn or f"{plan.name}/{v}",
+                         oracle.dtype_name(t.scalar_type), tuple(t.sizes), off, nb, off + nb,
+                         _storage_of(oracle, prog, t), bsize is not None and off + nb <= bsize))
+    assert list(mp.columns) == ["method", "mem_id", "buffer_size", "value", "name", "dtype",
+                                "shape", "offset", "nbytes", "end", "storage", "fits"]
+    assert _rows(mp, list(mp.columns)) == want
+
+
+def test_segment_uses_and_memory_plan_edges(et, tmp_path, oracle, monkeypatch):
+    """A segment shared by the constants and a named key, an unused segment, a
+    ``*_so_blob`` key, a tensor planned in an arena the method does not have, one that does
+    not fit its arena; the data file rows after the program's (by file name)."""
+    S, _ = et
+
+    def edit(program, blobs):
+        cs = program.constant_segment.segment_index
+        program.named_data = [*(program.named_data or []),
+                              S.NamedData(key="shared", segment_index=cs),
+                              S.NamedData(key="lib_so_blob", segment_index=len(blobs)),
+                              S.NamedData(key="w_weights_blob", segment_index=len(blobs) + 2)]
+        plan = program.execution_plan[0]
+        planned = [ev.val for ev in plan.values
+                   if type(ev.val).__name__ == "Tensor" and ev.val.allocation_info is not None]
+        planned[0].allocation_info.memory_id = 7  # no such arena
+        planned[1].allocation_info.memory_offset_low = plan.non_const_buffer_sizes[1]  # past it
+        return [*blobs, b"\x7fELF" + bytes(60), bytes(range(33)), b"w" * 16]
+
+    path = build(et, tmp_path, edit)
+    frames = frames_both(path, monkeypatch, ["segments", "memory_plan", "named_data"])
+    got = _rows(frames["segments"], SEG_COLS)
+    assert got == expected_segments(oracle, path)
+    names = [r[0] for r in got]
+    assert "constant_segment (+1 more)" in names and "segment 2" in names
+    assert ("named_data lib_so_blob", "so_blob") in [r[:2] for r in got]
+    assert ("named_data w_weights_blob", "weights_blob") in [r[:2] for r in got]
+    check_memory_plan(frames["memory_plan"], oracle, path)
+    mp = frames["memory_plan"]
+    assert not mp["fits"].iloc[0] and pd.isna(mp["buffer_size"].iloc[0])
+    nd = frames["named_data"]
+    assert list(nd.columns) == ["key", "segment", "file", "offset", "size", "align", "has_layout",
+                                "role", "used_by", "tensor", "dtype", "shape", "quant",
+                                "group_size"]
+    prog = oracle.read(path)
+    want = []
+    for e in prog.program.named_data:
+        off, size = prog.segment_abs(e.segment_index)
+        from workbench.formats._layout import named_data_role
+
+        want.append((e.key, e.segment_index, str(path), off, size, _lowbit(off), False,
+                     named_data_role(e.key), None, None, None, None, None, None))
+    assert _rows(nd, list(nd.columns)) == want
+
+
+def test_segments_with_a_data_file(monkeypatch, oracle):
+    path = SAMPLES / "mlp_external.pte"
+    ptd = SAMPLES / "mlp_external.ptd"
+    with wb.open(ptd) as art:
+        ptd_rows = _rows(art.segments, ["file", *SEG_COLS])
+    with wb.open(path) as art:
+        s = art.segments
+        assert art.info["data_files"] == [str(ptd)]
+        rows = _rows(s, ["file", *SEG_COLS])
+    own = [r for r in rows if r[0] == str(path)]
+    assert [r[1:] for r in own] == expected_segments(oracle, path)
+    assert [r for r in rows if r[0] == str(ptd)] == ptd_rows
+    assert rows == ptd_rows + own  # by file name: .ptd before .pte
