@@ -2610,3 +2610,55 @@ def test_xnnpack_constant_parts_and_findings(fast, tmp_path, monkeypatch):
                               v(_tv("qcint4", [0, 3], id_out=2)),
                               v(_tv("qcint4", [2, 2, 5], id_out=3))])
     assert [r["nbytes"] for r in column_rows(info.tensors)] == [1, 0, 0, 12]
+
+
+def _truncated_vector(blob: bytes, at: int, bid: str, field: str, elem: int, fb_end: int):
+    """Set the count of the vector at blob position ``at`` past the end: a TruncatedError
+    at ``at`` naming the field."""
+    bad = patched(blob, at, "<I", 1 << 28)
+    for whole in (False, True):
+        with pytest.raises(wb.ArtifactError) as e:
+            look(bad, bid, whole=whole)
+        assert type(e.value) is TruncatedError, e.value
+        assert e.value.offset == AT + at
+        assert e.value.structure == f"forward delegate 0 ({bid}): {field}", e.value
+        assert e.value.detail.startswith(f"vector of {1 << 28} x {elem}-byte elements runs past "
+                                         "the end of the ")
+        shift = AT if whole else 0
+        assert e.value.detail.endswith(f" flatbuffer (0x{shift + fb_end:x})"), e.value.detail
+
+
+def test_mps_vectors_past_the_end_name_the_field():
+    fb = _mps_graph(MPS_VALUES, inputs=[1], outputs=[2], nodes=[1])
+    blob = _mps_headed(fb, MPS_CONSTS)
+    fb_end = len(blob) - len(MPS_CONSTS)
+    root = fb_root(fb)
+    v5 = fb_tables(fb, root, 2)[5]
+    for at, field, elem in ((fb_ref(fb, root, 0), "MPSGraph.version", 1),
+                            (fb_ref(fb, root, 1), "MPSGraph.mps_nodes", 4),
+                            (fb_ref(fb, root, 2), "MPSGraph.mps_values", 4),
+                            (fb_ref(fb, root, 3), "MPSGraph.input_ids", 4),
+                            (fb_ref(fb, root, 4), "MPSGraph.output_ids", 4),
+                            (fb_ref(fb, v5, 2), "MPSGraph.mps_values[5].dims", 4),
+                            (fb_ref(fb, fb_ref(fb, v5, 4), 0),
+                             "MPSGraph.mps_values[5].constant_buffer.storage", 1)):
+        _truncated_vector(blob, 24 + at, "MPSBackend", field, elem, fb_end)
+
+
+def test_vulkan_vectors_past_the_end_name_the_field(tmp_path):
+    fb = flatc(VK_SCHEMA, _vk_doc(), tmp_path)
+    blob = _vk(fb, bytes(48))
+    root = fb_root(fb)
+    fb_end = 32 + len(fb)
+    t0 = _vk_values(fb)[0]
+    for at, field, elem in ((fb_ref(fb, root, 0), "VkGraph.version", 1),
+                            (fb_ref(fb, root, 1), "VkGraph.chain", 4),
+                            (fb_ref(fb, root, 2), "VkGraph.values", 4),
+                            (fb_ref(fb, root, 3), "VkGraph.input_ids", 4),
+                            (fb_ref(fb, root, 4), "VkGraph.output_ids", 4),
+                            (fb_ref(fb, root, 5), "VkGraph.constants", 4),
+                            (fb_ref(fb, root, 6), "VkGraph.shaders", 4),
+                            (fb_ref(fb, fb_tables(fb, root, 5)[1], 2),
+                             "VkGraph.constants[1].named_key", 1),
+                            (fb_ref(fb, t0, 1), "VkGraph.values[0].value.dims", 4)):
+        _truncated_vector(blob, 32 + at, "VulkanBackend", field, elem, fb_end)
