@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import html as _html
+import io
 import json
 import os
 import shutil
@@ -29,7 +30,7 @@ from workbench import comparison as cmpmod
 from workbench._fmt import human_bytes
 from workbench.comparison import StoredTensor, stored_tensors
 from workbench.errors import CorruptError, OutOfBoundsError, TruncatedError
-from workbench.formats._zip import ZipDirectory
+from workbench.formats._zip import ZipDirectory, ZipEntry
 from workbench.formats.pt2 import columns as pt2_columns
 from workbench.formats.pt2 import config as pt2_config
 from workbench.formats.pt2 import elf as pt2_elf
@@ -1457,8 +1458,6 @@ def test_aoti_blob_wins_over_the_shared_object(tmp_path):
 
 def zip_bytes(members: list[tuple], *, comment: bytes = b"", force_zip64: bool = False) -> bytes:
     """An archive written by ``zipfile``: (name, data[, method]) per member."""
-    import io
-
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w") as z:
         z.comment = comment
@@ -1986,3 +1985,129 @@ def pd_na(x) -> bool:
     import pandas as pd
 
     return x is None or bool(pd.isna(x))
+
+
+# --------------------------------------------------------------------------------------------
+# the zip directory: local headers of an empty archive, tolerant reads, member contents
+# --------------------------------------------------------------------------------------------
+
+def test_empty_archive_arrays(tmp_path, monkeypatch):
+    for scalar in (False, True):
+        zd, _ = directory(tmp_path, zip_bytes([]), scalar, monkeypatch)
+        assert zd.names == [] and len(zd) == 0 and zd.entries == []
+        assert list(zd.arrays) == list(ZipEntry._fields[2:])
+        for k, v in zd.arrays.items():
+            assert v.shape == (0,), k
+            assert v.dtype == (np.bool_ if k in ("compressed", "zip64") else np.int64), k
+        assert zd.damaged.shape == (0,) and zd.damaged.dtype == np.bool_
+
+
+def _cd_only(prefix: bytes, lho: int = 0, name: bytes = b"a.txt") -> bytes:
+    """A central directory (one record, whose local header cannot be before it) right after
+    ``prefix``."""
+    rec = struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 20, 20, 0, 0, 0, 0, 0, 3, 3, len(name),
+                      0, 0, 0, 0, 0, lho) + name
+    return prefix + rec + struct.pack("<4sHHHHIIH", b"PK\x05\x06", 0, 0, 1, 1, len(rec),
+                                      len(prefix), 0)
+
+
+@pytest.mark.parametrize("prefix", [b"", b"ab", b"abcd", b"abcde", b"abcdefgh"])
+def test_tolerant_directory_right_at_the_start(tmp_path, prefix):
+    """Tolerant: a member whose local header cannot lie before the directory is damaged,
+    however few bytes precede the directory (none at all included)."""
+    p = tmp_path / "cd.zip"
+    p.write_bytes(_cd_only(prefix))
+    zd = ZipDirectory(Source(p), tolerant=True)
+    assert zd.damaged.tolist() == [True]
+    assert zd.arrays["data_offset"].tolist() == [-1]
+    assert zd.arrays["descriptor_size"].tolist() == [0]
+    assert zd.arrays["local_extra"].tolist() == [0]
+    [(k, err)] = zd.problems
+    assert k == 0 and type(err) is OutOfBoundsError
+    assert err.detail == (f"local header offset 0x0 (+30) is not before the central directory "
+                          f"at 0x{len(prefix):x}")
+    assert (err.structure, err.offset) == ("zip local header of 'a.txt'", len(prefix) + 42)
+    with pytest.raises(OutOfBoundsError) as ei:
+        zd.view(zd.entry(0))
+    assert ei.value is err
+    with pytest.raises(OutOfBoundsError) as ei:
+        ZipDirectory(Source(p))
+    assert ei.value.detail == err.detail
+
+
+def test_tolerant_view_raises_each_members_own_error(tmp_path):
+    data = zip_bytes([("a", b"A" * 10), ("b", b"B" * 10), ("c", b"C" * 10)])
+    d = bytearray(data)
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        lho_b = z.getinfo("b").header_offset
+        lho_c = z.getinfo("c").header_offset
+    d[lho_b] ^= 0xFF  # bad signature
+    d[lho_c + 8] = 8  # local method differs
+    p = tmp_path / "t.zip"
+    p.write_bytes(bytes(d))
+    zd = ZipDirectory(Source(p), tolerant=True)
+    assert zd.damaged.tolist() == [False, True, True]
+    assert [k for k, _ in zd.problems] == [1, 2]
+    errs = dict(zd.problems)
+    assert errs[1].detail.startswith("bad signature 0x04034baf") and errs[1].offset == lho_b
+    assert errs[2].detail == "compression method 8 differs from the central directory's 0"
+    assert errs[2].offset == lho_c + 8
+    for k in (1, 2):
+        with pytest.raises(wb.ArtifactError) as ei:
+            zd.view(zd.entry(k))
+        assert ei.value is errs[k]
+    assert bytes(zd.view(zd.entry(0))) == b"A" * 10
+    # a damaged member without a recorded problem: the generic error
+    e = zd.entry(1)
+    zd.problems = []
+    with pytest.raises(CorruptError) as ei:
+        zd.view(e)
+    assert (ei.value.detail, ei.value.structure, ei.value.offset) == (
+        "the member's bytes could not be located", "zip member 'b'", lho_b)
+
+
+def test_member_content(tmp_path):
+    comp = zlib.compressobj(9, zlib.DEFLATED, -15)
+    text = b"metadata " * 50
+    deflated = comp.compress(text) + comp.flush()
+    ms = [{"name": "stored", "data": b"plain"},
+          {"name": "deflated", "data": deflated, "method": 8, "file_size": len(text)},
+          {"name": "encrypted", "data": b"xx", "flags": 0x0801},
+          {"name": "bzip2", "data": b"BZh", "method": 12, "file_size": 3},
+          {"name": "method77", "data": b"??", "method": 77, "file_size": 2},
+          {"name": "corrupt", "data": b"\xff\xff\xff", "method": 8, "file_size": 3},
+          {"name": "longer", "data": deflated, "method": 8, "file_size": len(text) - 1},
+          {"name": "shorter", "data": deflated, "method": 8, "file_size": len(text) + 1},
+          {"name": "sizes", "data": b"abc", "file_size": 4}]
+    p = pt2_file(tmp_path, ms, name="m.zip")
+    zd = ZipDirectory(Source(p))
+
+    def err(name: str, limit: int = 1 << 20):
+        e = zd.get(name)
+        with pytest.raises(wb.ArtifactError) as ei:
+            zd.content(e, limit)
+        x = ei.value
+        assert (x.file, x.structure, x.offset) == ("m.zip", f"zip member {name!r}", e.data_offset)
+        with pytest.raises(type(x)):
+            zd.read(e, limit)
+        return type(x), x.detail
+
+    out = zd.content(zd.get("stored"), 5)
+    assert isinstance(out, memoryview) and bytes(out) == b"plain"
+    assert zd.read(zd.get("stored"), 5) == b"plain" and type(zd.read(zd.get("stored"), 5)) is bytes
+    assert zd.content(zd.get("deflated"), len(text)) == text
+    assert zd.read(zd.get("deflated"), len(text)) == text
+    assert err("stored", 4) == (CorruptError, "declared size 5 exceeds the 4-byte limit for metadata")
+    assert err("deflated", len(text) - 1) == (
+        CorruptError, f"declared size {len(text)} exceeds the {len(text) - 1}-byte limit for metadata")
+    assert err("encrypted") == (wb.UnsupportedVersionError, "the member is encrypted")
+    assert err("bzip2") == (wb.UnsupportedVersionError,
+                            "compression method 12 (bzip2) is not supported for metadata")
+    assert err("method77") == (wb.UnsupportedVersionError,
+                               "compression method 77 (unknown) is not supported for metadata")
+    cls, detail = err("corrupt")
+    assert cls is CorruptError and detail.startswith("deflate stream is corrupt (Error -3 ")
+    assert err("longer") == (CorruptError, f"inflates to more than {len(text)} bytes, "
+                                           f"{len(text) - 1} declared")
+    assert err("shorter") == (CorruptError, f"inflates to {len(text)} bytes, {len(text) + 1} declared")
+    assert err("sizes") == (CorruptError, "stored member sizes differ (3 stored, 4 declared)")

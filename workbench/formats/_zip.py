@@ -576,7 +576,10 @@ class ZipDirectory:
         wide = c.zip64 | self._local_zip64(data - x_len, x_len, has_desc & ~c.zip64 & ~problems)
         room = nxt - ends
         at = np.where(room >= 4, ends, 0)
-        sig = np.lib.stride_tricks.sliding_window_view(u8, 4)[at].view("<u4").reshape(n)
+        # (fewer than 4 bytes before the directory, tolerant: no member has room for one)
+        windows = np.lib.stride_tricks.sliding_window_view(u8, 4) if limit >= 4 else \
+            np.zeros((1, 4), np.uint8)
+        sig = windows[at].view("<u4").reshape(n)
         has_sig = (room >= 4) & (sig == int.from_bytes(DESCRIPTOR_MAGIC, "little"))
         desc = np.where(wide, 20, 12) + 4 * has_sig
         desc = np.where(has_desc & (desc <= room) & ~problems, desc, 0)
