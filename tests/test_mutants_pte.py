@@ -2409,3 +2409,164 @@ def test_segments_with_a_data_file(monkeypatch, oracle):
     assert [r[1:] for r in own] == expected_segments(oracle, path)
     assert [r for r in rows if r[0] == str(ptd)] == ptd_rows
     assert rows == ptd_rows + own  # by file name: .ptd before .pte
+
+
+# =============================================================================================
+# workbench.formats.pte.instructions: the helpers, against plain reference implementations
+# =============================================================================================
+def _ref_returned(args):
+    for n in range(len(args) // 2, 0, -1):
+        if tuple(args[-n:]) == tuple(args[-2 * n:-n]):
+            return 2 * n
+    return 0
+
+
+def test_returned():
+    from workbench.formats.pte.instructions import _returned
+
+    for args, want in (((), 0), ((1,), 0), ((1, 1), 2), ((1, 2), 0), ((0, 5, 5), 2),
+                       ((1, 2, 1, 2), 4), ((3, 1, 2, 1, 2), 4), ((1, 1, 1, 1), 4),
+                       ((2, 1, 1, 1), 2), ((9, 8, 7, 9, 8, 7), 6), ((1, 2, 3, 2, 3, 4), 0)):
+        assert _returned(args) == want == _ref_returned(args), args
+
+
+def test_returned_many_and_tuples():
+    import random
+
+    from workbench.formats.pte.instructions import _returned_many, _tuples
+
+    rnd = random.Random(3)
+    rows = []
+    for _ in range(300):
+        n = rnd.choice([0, 1, 2, 3, 4, 5, 8, 63, 64, 65, 66, 130])
+        base = [rnd.randrange(4) for _ in range(n)]
+        if n >= 2 and rnd.random() < 0.6:
+            k = rnd.randrange(1, n // 2 + 1)
+            base = base[:n - 2 * k] + base[n - k:] + base[n - k:]
+        rows.append(tuple(base))
+    counts = np.array([len(r) for r in rows], np.int64)
+    flat = np.array([x for r in rows for x in r], np.int64)
+    start = np.cumsum(counts) - counts
+    sel = np.array([k for k in range(len(rows)) if rnd.random() < 0.8], np.int64)
+    got = _returned_many(flat, start, counts, sel)
+    assert got.tolist() == [_ref_returned(rows[k]) for k in sel.tolist()]
+    assert got.dtype == np.int64
+    assert _returned_many(flat, start, counts, np.zeros(0, np.int64)).tolist() == []
+    t = _tuples(flat, counts)
+    assert t.dtype == object and t.tolist() == rows
+    assert _tuples(np.zeros(0, np.int64), np.zeros(0, np.int64)).tolist() == []
+    assert _tuples(np.zeros(0, np.int64), np.zeros(2, np.int64)).tolist() == [(), ()]
+
+
+def test_first_of_each_and_ranges():
+    import random
+
+    from workbench.formats.pte.instructions import _first_of_each, _ranges
+
+    rnd = random.Random(5)
+    group = np.sort(np.array([rnd.randrange(6) for _ in range(80)], np.int64))
+    values = np.array([rnd.randrange(5) for _ in range(80)], np.int64)
+    seen, want = set(), []
+    for g, v in zip(group.tolist(), values.tolist()):
+        want.append((g, v) not in seen)
+        seen.add((g, v))
+    assert _first_of_each(group, values).tolist() == want
+    assert _first_of_each(np.array([0]), np.array([3])).tolist() == [True]
+    assert _first_of_each(np.zeros(0, np.int64), np.zeros(0, np.int64)).tolist() == []
+    arena = np.array([1, 0, 1, 0, 1], np.int64)
+    lo = np.array([0, 4, 0, 4, 8], np.int64)
+    hi = np.array([8, 8, 8, 6, 9], np.int64)
+    rep, grp = _ranges(arena, lo, hi)
+    keys = [(a, b, c) for a, b, c in zip(arena.tolist(), lo.tolist(), hi.tolist())]
+    order = sorted(set(keys))
+    assert grp.tolist() == [order.index(k) for k in keys]
+    assert [keys[r] for r in rep.tolist()] == order
+
+
+def _ref_peak(lo, hi, off, nb):
+    """(most bytes live at one start position, the first such position): aliases once."""
+    best, at = -1, None
+    for p in sorted(set(lo)):
+        live = [(o, o + n) for a, b, o, n in zip(lo, hi, off, nb) if a <= p <= b]
+        covered = {x for a, b in live for x in range(a, b)}
+        if live and len(covered) > best:
+            best, at = len(covered), p
+    return max(best, 0), at
+
+
+def test_peak():
+    import random
+
+    from workbench.formats.pte import instructions
+    from workbench.formats.pte.instructions import _peak
+
+    assert _peak(*(np.zeros(0, np.int64),) * 4) == (0, None, True)
+    rnd = random.Random(11)
+    for _ in range(60):
+        n = rnd.randrange(1, 9)
+        lo = [rnd.randrange(6) for _ in range(n)]
+        hi = [a + rnd.randrange(4) for a in lo]
+        off = [rnd.randrange(0, 40, 4) for _ in range(n)]
+        nb = [rnd.randrange(0, 24, 4) for _ in range(n)]
+        arr = [np.array(x, np.int64) for x in (lo, hi, off, nb)]
+        got = _peak(*arr)
+        assert got == (*_ref_peak(lo, hi, off, nb), True), (lo, hi, off, nb)
+    # too much work: a plain sum of the live bytes per position (aliases counted twice)
+    lo, hi = np.array([0, 1, 3]), np.array([2, 3, 3])
+    off, nb = np.array([0, 0, 100]), np.array([8, 8, 4])
+    assert _peak(lo, hi, off, nb) == (12, 3, True)
+    orig = instructions.MAX_UNION_WORK
+    try:
+        instructions.MAX_UNION_WORK = 9  # 3 starts x 3 rows: still exact
+        assert _peak(lo, hi, off, nb) == (12, 3, True)
+        instructions.MAX_UNION_WORK = 8
+        assert _peak(lo, hi, off, nb) == (16, 1, False)
+        instructions.MAX_UNION_WORK = 0
+        assert _peak(lo, hi, off, nb) == (16, 1, False)
+        assert _peak(np.array([2]), np.array([2]), np.array([0]), np.array([5])) == (5, 2, False)
+    finally:
+        instructions.MAX_UNION_WORK = orig
+
+
+def test_last_writers_hand_cases():
+    from workbench.formats.pte.instructions import _inputs_holding, _last_writers, _last_writers_fast
+
+    #            0   1   2  3  4  5   6  7   8  9
+    mem = np.array([0, 0, 0, 0, 0, 0, 1, 0, 0, 0], np.int64)
+    lo = np.array([0, 0, 0, 0, 0, 0, 0, 16, 8, 40], np.int64)
+    hi = np.array([16, 16, 8, 8, 8, 32, 8, 32, 24, 48], np.int64)
+    w = np.array([1, 3, -1, -1, -1, -1, -1, 2, -1, -1], np.int64)
+    start = np.array([1, 3, 4, 2, 1, 0, 0, 2, 5, 6], np.int64)
+    inputs = np.zeros(10, bool)
+    inputs[5] = True
+    views = np.array([2, 3, 4, 6, 8, 9], np.int64)
+    want = {2: 1, 3: 0, 4: 5, 8: 1}
+    assert _last_writers(views, mem, lo, hi, w, start, inputs) == want
+    k, base = _last_writers_fast(views, mem, lo, hi, w, start, inputs)
+    assert dict(zip(k.tolist(), base.tolist())) == want
+    assert _inputs_holding(np.array([2, 6, 9]), mem, lo, hi, inputs).tolist() == [5, -1, -1]
+    assert _inputs_holding(np.array([2]), mem, lo, hi, np.zeros(10, bool)).tolist() == [-1]
+    two = inputs.copy()
+    two[7] = True  # inputs in offset order: the first overlapping one wins
+    assert _inputs_holding(np.array([8, 2]), mem, lo, hi, two).tolist() == [5, 5]
+    assert _inputs_holding(np.zeros(0, np.int64), mem, lo, hi, two).tolist() == []
+
+
+def test_last_writers_fast_equals_the_sweep():
+    import random
+
+    from workbench.formats.pte.instructions import _last_writers, _last_writers_fast
+
+    rnd = random.Random(17)
+    for trial in range(150):
+        n = rnd.randrange(1, 14)
+        mem = np.array([rnd.randrange(2) for _ in range(n)], np.int64)
+        lo = np.array([rnd.randrange(0, 32, 8) for _ in range(n)], np.int64)
+        hi = lo + np.array([rnd.choice([8, 8, 16, 24]) for _ in range(n)], np.int64)
+        w = np.array([rnd.choice([-1, -1, 0, 1, 2, 3, 4, 5]) for _ in range(n)], np.int64)
+        start = np.array([rnd.randrange(0, 7) for _ in range(n)], np.int64)
+        inputs = np.array([rnd.random() < 0.15 for _ in range(n)], bool)
+        views = np.flatnonzero((w < 0) & ~inputs)
+        slow = _last_writers(views, mem, lo, hi, w, start, inputs)
+        k, base = _last_writers_fast(views, mem, lo, hi, w, start, inputs)
+        assert dict(zip(k.tolist(), base.tolist())) == slow, trial
