@@ -2011,7 +2011,8 @@ def _cd_only(prefix: bytes, lho: int = 0, name: bytes = b"a.txt") -> bytes:
                                       len(prefix), 0)
 
 
-@pytest.mark.parametrize("prefix", [b"", b"ab", b"abcd", b"abcde", b"abcdefgh"])
+@pytest.mark.parametrize("prefix", [b"", b"ab", b"abcd", b"abcde", b"abcdefgh"],
+                         ids=lambda b: f"before{len(b)}")
 def test_tolerant_directory_right_at_the_start(tmp_path, prefix):
     """Tolerant: a member whose local header cannot lie before the directory is damaged,
     however few bytes precede the directory (none at all included)."""
