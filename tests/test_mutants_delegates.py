@@ -2662,3 +2662,72 @@ def test_vulkan_vectors_past_the_end_name_the_field(tmp_path):
                              "VkGraph.constants[1].named_key", 1),
                             (fb_ref(fb, t0, 1), "VkGraph.values[0].value.dims", 4)):
         _truncated_vector(blob, 32 + at, "VulkanBackend", field, elem, fb_end)
+
+
+def _undeprecated_schema(tmp_path) -> str:
+    """ExecuTorch's XN01 schema with ``scale_bf16`` writable (flatc skips deprecated fields;
+    the field keeps its slot)."""
+    text = (_executorch_dir() / XNN_SCHEMA).read_text()
+    fixed = text.replace("scale_bf16:[ushort] (deprecated);", "scale_bf16:[ushort];")
+    assert fixed != text
+    path = tmp_path / "xnn_bf16.fbs"
+    path.write_text(fixed)
+    return str(path)
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_xnnpack_inline_bfloat16_group_scales(fast, tmp_path, monkeypatch):
+    _reader(monkeypatch, fast)
+    schema = _undeprecated_schema(tmp_path)
+    g = "PerChannelGroupQuant"
+    doc = {"constant_data": [{"offset": 0, "size": 0}],
+           "xvalues": [_quant(_tv("qbint4", [2, 4], id_out=0), g,
+                              {"group_size": 2, "scale_bf16": [0x3F80, 0x4000, 0x4040, 0x4080]}),
+                       _quant(_tv("qbint4", [1, 4], id_out=1), g,
+                              {"group_size": 2, "scale": [1.0, 2.0], "scale_bf16": [1, 2]}),
+                       _quant(_tv("qbint4", [1, 2], id_out=2), g,
+                              {"group_size": 2, "scale_bf16": [], "num_scales": 1})]}
+    fb = flatc(schema, doc, tmp_path)  # (an absolute schema path)
+    info = look(_xnn(fb), "XnnpackBackend")
+    xv = fb_tables(fb, fb_root(fb), 2)
+
+    def qp(i):
+        return fb_ref(fb, fb_ref(fb, xv[i], 1), 2)
+
+    rows = column_rows(info.tensors)
+    assert [(r["scale_dtype"], r["scale_storage"], r["scale_offset"], r["scale_nbytes"],
+             r["num_scales"]) for r in rows] == [
+        ("bfloat16", "inline", AT + 32 + fb_ref(fb, qp(0), 3) + 4, 8, 4),
+        ("float32", "inline", AT + 32 + fb_ref(fb, qp(1), 0) + 4, 8, 2),
+        ("bfloat16", None, MISSING, MISSING, 1)]
+    assert [f.message for f in info.findings] == [
+        "1 per-channel quantized value(s) have neither inline scales nor a scale buffer"]
+
+
+def test_inspect_blobs_with_an_xn00_blob_reads_one_by_one(tmp_path, monkeypatch):
+    from workbench.formats.delegates import xnnpack
+
+    (tmp_path / "a").mkdir()
+    xn01 = _xnn(flatc(XNN_SCHEMA, _small_doc(), tmp_path / "a"), bytes(16))
+    xn00 = _xnn(flatc(XN00_SCHEMA, _xn00_doc(), tmp_path))
+    buf = xn01 + xn00 + xn01
+    items = [(0, len(xn01), "XnnpackBackend", "f", 0),
+             (len(xn01), len(xn00), "XnnpackBackend", "f", 1),
+             (len(xn01) + len(xn00), len(xn01), "XnnpackBackend", "f", 2)]
+    passes = []
+    one_pass = xnnpack.parse_many
+
+    def spy(group):
+        out = one_pass(group)
+        passes.append(len(out))
+        return out
+
+    monkeypatch.setattr(xnnpack, "parse_many", spy)
+    got = inspect_blobs(buf, items, file=FILE)
+    assert passes == []  # the XN00 graph made the pass give up
+    for (o, z, b, m, i), info in zip(items, got):
+        _same_info(info, inspect_blob(buf, file=FILE, offset=o, size=z, backend_id=b, method=m,
+                                      index=i))
+    assert [i.header["identifier"] for i in got] == ["XN01", "XN00", "XN01"]
+    got = inspect_blobs(buf, [items[0], items[2]], file=FILE)
+    assert passes == [2] and got[1].offset == items[2][0]
