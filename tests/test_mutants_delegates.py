@@ -146,13 +146,14 @@ def test_unknown_blob(whole):
                                      "delegate", 5, "fwd delegate 2 (SecretBackend)")]
 
 
-def test_unknown_short_and_empty_blobs_and_empty_labels():
-    info = look(b"\xab\xcd", "", method="")
+@pytest.mark.parametrize("whole", [False, True])
+def test_unknown_short_and_empty_blobs_and_empty_labels(whole):
+    info = look(b"\xab\xcd", "", method="", whole=whole)
     assert info.findings == [Finding("warning", "delegate 0 ()", AT,
                                      "no parser for backend id '' (first bytes ab cd): the blob "
                                      "is shown as one opaque range")]
     assert info.subsegments == [seg("payload", "delegate", 0, 2)]
-    empty = look(b"", "X")
+    empty = look(b"", "X", whole=whole)
     assert empty.subsegments == [] and empty.size == 0
     assert empty.findings[0].message == ("no parser for backend id 'X' (first bytes ): the blob "
                                          "is shown as one opaque range")
