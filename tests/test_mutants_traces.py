@@ -2335,3 +2335,25 @@ def test_debug_events_without_values_outputs_and_allocator_ids(tmp_path, monkeyp
     assert values(al, "allocator") == [None, "a0", "a1"]
     assert values(art.frames["runs"], "allocators") == ["a0; a1"]
     # (flatc's decoder refuses a debug event without a value: no oracle run here)
+
+
+def test_map_json_bounds_and_offsets(tmp_path, monkeypatch):
+    p = map_record(tmp_path, dh={"forward": {"1" * 18: [3], "0007": 4}})
+    assert wb.open(p)._parsed.extra["etrecord"].debug_handles == [
+        ("forward", int("1" * 18), 0, 3), ("forward", 7, 0, 4)]
+    # bad JSON: stored members name the byte where parsing failed, compressed ones cannot
+    for deflate, want in (((), "offset"), (("debug_handle_map",), None)):
+        p = write_record(tmp_path, [("debug_handle_map", b'{"forward": [}')], deflate=deflate)
+        e = record_error(p, frames=False)
+        assert type(e) is wb.CorruptError and e.structure == "zip member 'debug_handle_map'"
+        assert e.offset == (data_offset_of(p, "debug_handle_map") + 13 if want else None)
+        assert e.detail.startswith("not valid JSON")
+    monkeypatch.setattr(RR, "JSON_LIMIT", 10)
+    for deflate in ((), ("debug_handle_map",)):
+        p = write_record(tmp_path, [("debug_handle_map", json.dumps({"forward": {"0": 12345}}))],
+                         deflate=deflate)
+        e = record_error(p, frames=False)
+        assert isinstance(e, wb.ArtifactError) and "10-byte limit" in e.detail, e
+        assert "debug_handle_map" in e.structure
+    p = write_record(tmp_path, [("debug_handle_map", b"{}")])
+    assert wb.open(p).frames["debug_handles"].empty  # within the limit
