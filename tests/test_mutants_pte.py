@@ -2570,3 +2570,201 @@ def test_last_writers_fast_equals_the_sweep():
         slow = _last_writers(views, mem, lo, hi, w, start, inputs)
         k, base = _last_writers_fast(views, mem, lo, hi, w, start, inputs)
         assert dict(zip(k.tolist(), base.tolist())) == slow, trial
+
+
+def _random_plan(S, rnd, base_plan, name):
+    """A method of random instructions over planned tensors, constants, lists and scalars."""
+    consts = [ev for ev in base_plan.values if type(ev.val).__name__ == "Tensor"
+              and ev.val.allocation_info is None and ev.val.data_buffer_idx][:2]
+    values = list(consts)
+    n_planned = rnd.randrange(3, 9)
+    for _ in range(n_planned):
+        size = rnd.choice([1, 2, 4, 8])
+        off = rnd.randrange(0, 16) * 16
+        values.append(S.EValue(S.Tensor(
+            scalar_type=S.ScalarType.FLOAT, storage_offset=0, sizes=[size], dim_order=[0],
+            requires_grad=False, layout=0, data_buffer_idx=0,
+            allocation_info=S.AllocationDetails(memory_id=rnd.choice([1, 1, 1, 2]),
+                                                memory_offset_low=off, memory_offset_high=0),
+            shape_dynamism=S.TensorShapeDynamism.STATIC, extra_tensor_info=None)))
+    values.append(S.EValue(S.Int(3)))
+    tensors = list(range(len(values) - 1))
+    values.append(S.EValue(S.TensorList(rnd.sample(tensors, 2))))
+    values.append(S.EValue(S.OptionalTensorList([rnd.choice(tensors), -1])))
+    values.append(S.EValue(S.TensorList([])))
+    nv = len(values)
+    inputs = rnd.sample(range(len(consts), nv - 4), 1)
+    outputs = rnd.sample(range(nv), 2)
+    ins = []
+    for _ in range(rnd.randrange(2, 12)):
+        kind = rnd.choice(["k", "k", "k", "d", "m", "f", "j"])
+        arg = lambda: rnd.choice([*range(nv), nv + 2, -1]) if rnd.random() < 0.1 else rnd.randrange(nv)  # noqa: E731
+        if kind == "k":
+            args = [arg() for _ in range(rnd.randrange(0, 5))]
+            if args and rnd.random() < 0.6:
+                k = rnd.randrange(1, 3)
+                outs = [arg() for _ in range(k)]
+                args += outs + outs
+            ins.append(S.Instruction(S.KernelCall(rnd.randrange(3), args)))
+        elif kind == "d":
+            args = [arg() for _ in range(rnd.randrange(1, 5))]
+            ins.append(S.Instruction(S.DelegateCall(rnd.randrange(2), args)))
+        elif kind == "m":
+            ins.append(S.Instruction(S.MoveCall(arg(), arg())))
+        elif kind == "f":
+            ins.append(S.Instruction(S.FreeCall(arg())))
+        else:
+            ins.append(S.Instruction(S.JumpFalseCall(arg(), rnd.randrange(5))))
+    cut = rnd.randrange(len(ins) + 1)
+    chains = [S.Chain(inputs=[], outputs=[], instructions=ins[:cut], stacktrace=None),
+              S.Chain(inputs=[], outputs=[], instructions=ins[cut:], stacktrace=None)]
+    return S.ExecutionPlan(name=name, container_meta_type=base_plan.container_meta_type,
+                           values=values, inputs=inputs, outputs=outputs, chains=chains,
+                           operators=[S.Operator("aten::a", "out"), S.Operator("aten::b", ""),
+                                      S.Operator("aten::c", "Tensor")],
+                           delegates=[], non_const_buffer_sizes=[0, 256, 128])
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_methods_walks_agree(et, tmp_path, oracle, monkeypatch, seed):
+    import random
+
+    S, _ = et
+    rnd = random.Random(seed)
+
+    def edit(program, blobs):
+        base = program.execution_plan[0]
+        program.execution_plan += [_random_plan(S, rnd, base, f"r{k}") for k in range(3)]
+
+    path = build(et, tmp_path, edit)
+    frames = _frames_walks(path, monkeypatch, ["methods", "values", "operators", "delegates",
+                                                "instructions", "lifetimes", "memory_efficiency",
+                                                "memory_plan"])
+    check_program_frames(frames, oracle, path)
+    check_memory_plan(frames["memory_plan"], oracle, path)
+    prog = oracle.read(path)
+    ins = frames["instructions"]
+    want = []
+    for plan in prog.program.execution_plan:
+        p = 0
+        for c, ch in enumerate(plan.chains):
+            for i, x in enumerate(ch.instructions):
+                a = x.instr_args
+                kind = type(a).__name__
+                if kind in ("KernelCall", "DelegateCall"):
+                    args = tuple(a.args)
+                elif kind == "MoveCall":
+                    args = (a.move_from, a.move_to)
+                elif kind == "JumpFalseCall":
+                    args = (a.cond_value_index,)
+                else:
+                    args = (a.value_index,)
+                op = plan.operators[a.op_index] if kind == "KernelCall" else None
+                want.append((plan.name, c, i, p, {"KernelCall": "kernel", "DelegateCall": "delegate",
+                                                  "MoveCall": "move", "JumpFalseCall": "jump_false",
+                                                  "FreeCall": "free"}[kind],
+                             a.op_index if kind == "KernelCall" else None,
+                             (f"{op.name}.{op.overload}" if op.overload else op.name) if op else None,
+                             a.delegate_index if kind == "DelegateCall" else None, args,
+                             a.destination_instruction if kind == "JumpFalseCall" else None))
+                p += 1
+    assert _rows(ins, ["method", "chain", "instruction", "position", "kind", "op_index", "op",
+                       "delegate_index", "args", "destination"]) == want
+    from workbench.formats.pte import program as pte_program
+
+    monkeypatch.setattr(pte_program, "FAST", True)
+    with wb.open(path, data=[]) as art:
+        cols = art._parsed.builders["instructions"].__self__
+        assert all(cols._walk(k) is not None for k in range(len(cols.r.methods)))
+
+
+def test_lifetimes_and_memory_efficiency_by_hand(et, tmp_path, monkeypatch):
+    """A method small enough to work out by hand: an input, a tensor written by an out
+    kernel, a view of its bytes read later (it keeps the writer alive), an output, an arena
+    nobody uses."""
+    S, _ = et
+
+    def planned(off, n=4, mem=1):
+        return S.EValue(S.Tensor(
+            scalar_type=S.ScalarType.FLOAT, storage_offset=0, sizes=[n], dim_order=[0],
+            requires_grad=False, layout=0, data_buffer_idx=0,
+            allocation_info=S.AllocationDetails(memory_id=mem, memory_offset_low=off,
+                                                memory_offset_high=0),
+            shape_dynamism=S.TensorShapeDynamism.STATIC, extra_tensor_info=None))
+
+    def edit(program, blobs):
+        base = program.execution_plan[0]
+        ins = [S.Instruction(S.KernelCall(0, [0, 1, 1])), S.Instruction(S.KernelCall(0, [3, 2, 2])),
+               S.Instruction(S.KernelCall(1, [2, 4]))]
+        program.execution_plan = [S.ExecutionPlan(
+            name="life", container_meta_type=base.container_meta_type,
+            values=[planned(0), planned(16), planned(32), planned(16), S.EValue(S.Int(1))],
+            inputs=[0], outputs=[2],
+            chains=[S.Chain(inputs=[], outputs=[], instructions=ins, stacktrace=None)],
+            operators=[S.Operator("aten::op", "out"), S.Operator("aten::use", "")],
+            delegates=[], non_const_buffer_sizes=[0, 64, 32])]
+
+    path = build(et, tmp_path, edit)
+    frames = _frames_walks(path, monkeypatch, ["instructions", "lifetimes", "memory_efficiency"])
+    ins = frames["instructions"]
+    assert ins["reads"].tolist() == [(0,), (3,), (2, 4)]
+    assert ins["writes"].tolist() == [(1,), (2,), ()]
+    lt = frames["lifetimes"]
+    assert list(lt.columns) == ["method", "value", "name", "storage", "mem_id", "offset", "nbytes",
+                                "end_offset", "first", "last", "is_input", "is_output",
+                                "live_from", "live_to"]
+    assert _rows(lt, list(lt.columns)) == [
+        ("life", 0, "life/0", "planned", 1, 0, 16, 16, 0, 0, True, False, 0, 0),
+        ("life", 1, "life/1", "planned", 1, 16, 16, 32, 0, 0, False, False, 0, 1),
+        ("life", 2, "life/2", "planned", 1, 32, 16, 48, 1, 2, False, True, 1, 2),
+        ("life", 3, "life/3", "planned", 1, 16, 16, 32, 1, 1, False, False, 1, 1)]
+    me = frames["memory_efficiency"]
+    assert list(me.columns) == ["method", "mem_id", "arena_bytes", "tensors", "tensor_bytes",
+                                "high_water", "peak_live_bytes", "peak_at", "peak_exact",
+                                "efficiency"]
+    assert _rows(me, list(me.columns)) == [("life", 1, 64, 4, 64, 48, 32, 0, True, 0.5),
+                                           ("life", 2, 32, 0, 0, 0, 0, None, True, 0.0)]
+
+
+def test_lifetimes_unused_inputs_outputs(et, tmp_path, monkeypatch):
+    """Planned tensors no instruction names: an input (live at 0 only), an output (live to
+    the last instruction), neither (never live); a method with no instructions."""
+    S, _ = et
+
+    def planned(off, mem=1):
+        return S.EValue(S.Tensor(
+            scalar_type=S.ScalarType.INT, storage_offset=0, sizes=[2], dim_order=[0],
+            requires_grad=True, layout=0, data_buffer_idx=0,
+            allocation_info=S.AllocationDetails(memory_id=mem, memory_offset_low=off,
+                                                memory_offset_high=0),
+            shape_dynamism=S.TensorShapeDynamism.DYNAMIC_BOUND,
+            extra_tensor_info=S.ExtraTensorInfo(fully_qualified_name=f"t{off}")))
+
+    def edit(program, blobs):
+        base = program.execution_plan[0]
+        meta = base.container_meta_type
+        one = [S.Instruction(S.FreeCall(3)), S.Instruction(S.FreeCall(3))]
+        program.execution_plan = [
+            S.ExecutionPlan(name="m", container_meta_type=meta,
+                            values=[planned(0), planned(8), planned(16), S.EValue(S.Int(0))],
+                            inputs=[0], outputs=[1],
+                            chains=[S.Chain(inputs=[], outputs=[], instructions=one, stacktrace=None)],
+                            operators=[], delegates=[], non_const_buffer_sizes=[0, 24]),
+            S.ExecutionPlan(name="c", container_meta_type=meta, values=[planned(0)], inputs=[0],
+                            outputs=[0], chains=[], operators=[], delegates=[],
+                            non_const_buffer_sizes=[0, 8, 0])]
+
+    path = build(et, tmp_path, edit)
+    frames = _frames_walks(path, monkeypatch, ["lifetimes", "memory_efficiency", "tensors"])
+    lt = frames["lifetimes"]
+    assert _rows(lt, ["method", "value", "name", "first", "last", "live_from", "live_to"]) == [
+        ("m", 0, "t0", None, None, 0, 0), ("m", 1, "t8", None, None, None, 1),
+        ("m", 2, "t16", None, None, None, None), ("c", 0, "t0", None, None, 0, 0)]
+    me = frames["memory_efficiency"]
+    got = _rows(me, list(me.columns))
+    assert got[0] == ("m", 1, 24, 3, 24, 24, 8, 0, True, 8 / 24)
+    assert got[1] == ("c", 1, 8, 1, 8, 8, 8, 0, True, 1.0)
+    assert got[2] == ("c", 2, 0, 0, 0, 0, 0, None, True, None)  # efficiency NaN: no arena
+    t = frames["tensors"]
+    assert t["shape_dynamism"].astype(str).tolist() == ["dynamic_bound"] * 4
+    assert t["requires_grad"].tolist() == [True] * 4
