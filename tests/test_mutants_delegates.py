@@ -2734,3 +2734,41 @@ def test_inspect_blobs_with_an_xn00_blob_reads_one_by_one(tmp_path, monkeypatch)
     assert [i.header["identifier"] for i in got] == ["XN01", "XN00", "XN01"]
     got = inspect_blobs(buf, [items[0], items[2]], file=FILE)
     assert passes == [2] and got[1].offset == items[2][0]
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_xnnpack_root_vectors_past_the_end_name_the_field(fast, tmp_path, monkeypatch):
+    from workbench.formats.delegates import xnnpack
+
+    monkeypatch.setattr(xnnpack, "FAST", fast)
+    doc = _small_doc(version="v", input_ids=[0], output_ids=[1])
+    fb = flatc(XNN_SCHEMA, doc, tmp_path)
+    blob = _xnn(fb, bytes(16))
+    root = fb_root(fb)
+    for slot, field, elem in ((0, "XNNGraph.version", 1), (1, "XNNGraph.xnodes", 4),
+                              (2, "XNNGraph.xvalues", 4), (4, "XNNGraph.input_ids", 4),
+                              (5, "XNNGraph.output_ids", 4), (8, "XNNGraph.constant_data", 4)):
+        _truncated_vector(blob, 32 + fb_ref(fb, root, slot), "XnnpackBackend", field, elem,
+                          32 + len(fb))
+    fb = flatc(XN00_SCHEMA, _xn00_doc(), tmp_path)
+    root = fb_root(fb)
+    _truncated_vector(fb, fb_ref(fb, root, 6), "XnnpackBackend", "XNNGraph.constant_buffer", 4,
+                      len(fb))
+    buf1 = fb_tables(fb, root, 6)[1]
+    _truncated_vector(fb, fb_ref(fb, buf1, 0), "XnnpackBackend",
+                      "XNNGraph.constant_buffer[1].storage", 1, len(fb))
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_xnnpack_named_key_not_utf8(fast, tmp_path, monkeypatch):
+    from workbench.formats.delegates import xnnpack
+
+    monkeypatch.setattr(xnnpack, "FAST", fast)
+    doc = _small_doc(constant_data=[{"offset": 0, "size": 0},
+                                    {"offset": NAMED, "size": 8, "named_key": "abc"}])
+    fb = flatc(XNN_SCHEMA, doc, tmp_path)
+    key = fb_ref(fb, fb_tables(fb, fb_root(fb), 8)[1], 2)
+    for byte in (0x80, 0xFF):
+        bad = _xnn(patched(fb, key + 5, "<B", byte), bytes(16))
+        fails(bad, "XnnpackBackend", CorruptError, "XNNGraph.constant_data[1].named_key",
+              32 + key + 5, "string is not valid UTF-8 (invalid start byte)")
