@@ -2772,3 +2772,40 @@ def test_xnnpack_named_key_not_utf8(fast, tmp_path, monkeypatch):
         bad = _xnn(patched(fb, key + 5, "<B", byte), bytes(16))
         fails(bad, "XnnpackBackend", CorruptError, "XNNGraph.constant_data[1].named_key",
               32 + key + 5, "string is not valid UTF-8 (invalid start byte)")
+
+
+def test_inspect_blobs_refuses_references_into_another_blob(tmp_path):
+    """One pass reads all graphs through one window: a reference of blob A into blob B's
+    bytes must still be the error of reading A alone."""
+    doc = _small_doc(constant_data=[{"offset": 0, "size": 0},
+                                    {"offset": NAMED, "size": 8, "named_key": "abc"}])
+    fb = flatc(XNN_SCHEMA, doc, tmp_path)
+    a = _xnn(fb, bytes(16))
+    root = fb_root(fb)
+    xv = fb_tables(fb, root, 2)
+    t0 = fb_ref(fb, xv[0], 1)
+    c1 = fb_tables(fb, root, 8)[1]
+    targets = {  # (position of the reference in the graph, position it should point to)
+        "table": (fb_ref(fb, root, 2) + 4, xv[0]),
+        "vector": (fb_field(fb, t0, 2), fb_ref(fb, t0, 2)),
+        "string": (fb_field(fb, c1, 2), fb_ref(fb, c1, 2)),
+        "tensor": (fb_field(fb, xv[0], 1), t0),
+        "node": (fb_ref(fb, root, 1) + 4, fb_tables(fb, root, 1)[0]),  # only tables in it
+    }
+    for what, (ref_at, target) in targets.items():
+        # A's reference moved to the same structure in B (right after A)
+        rel = struct.unpack_from("<I", fb, ref_at)[0]
+        bad_fb = patched(fb, ref_at, "<I", rel + len(a))
+        bad_a = _xnn(bad_fb, bytes(16))
+        assert len(bad_a) == len(a) and target == ref_at + rel
+        buf = bad_a + a
+        items = [(0, len(a), "XnnpackBackend", "f", 0), (len(a), len(a), "XnnpackBackend", "f", 1)]
+        named = {"abc": (FILE, 1, 8)}
+        with pytest.raises(wb.ArtifactError) as alone:
+            inspect_blob(buf, file=FILE, offset=0, size=len(a), backend_id="XnnpackBackend",
+                         method="f", index=0, named_data=named)
+        with pytest.raises(wb.ArtifactError) as many:
+            inspect_blobs(buf, items, file=FILE, named_data=named)
+        assert (type(many.value), many.value.structure, many.value.offset, many.value.detail) == (
+            type(alone.value), alone.value.structure, alone.value.offset,
+            alone.value.detail), what
