@@ -2009,10 +2009,10 @@ def test_program_nodes_absent_and_empty(tmp_path):
 def test_members_kinds_pickles_and_names(tmp_path):
     members = [
         ("exported_program", graph_json([])),
-        ("exported_program_state_dict", b"\x80\x02}q\x00."),
+        ("exported_program_state_dict", b"s: not a pickle"),      # pickled by name
         ("exported_program_constants", b"not a pickle at all"),   # pickled by name
-        ("exported_program_example_inputs", b"\x80\x05K\x01."),
-        ("reference_outputs", b"\x80\x04."),
+        ("exported_program_example_inputs", b"e: not a pickle"),  # pickled by name
+        ("reference_outputs", b"r: not a pickle"),                # pickled by name
         ("representative_inputs", b""),
         ("p2", b"\x80\x03K\x01."),        # a pickle by content, not JSON: other
         ("p1", b"\x80\x01K\x01."),        # protocol 1: not recognised
@@ -2031,24 +2031,25 @@ def test_members_kinds_pickles_and_names(tmp_path):
         ("deflated_state_dict", b"\x80\x04."),  # compressed: pickled by name only
         ("instruction_id_to_num_outs_map", b"{}"),
         ("export_graph_id", b"42"),
+        ("p2b", b"\x80\x02K\x01."), ("p4", b"\x80\x04K\x01."),  # protocols 2 and 4
     ]
     p = write_record(tmp_path, members, deflate=("deflated", "deflated_state_dict"))
     art = wb.open(p)
     kinds = ["marker", "program", "state_dict", "constants", "example_inputs",
              "reference_outputs", "representative_inputs", "other", "other", "other", "other",
              "other", "other", "other", "program", "other", "program"] + ["program"] * 14 + [
-        "program", "state_dict", "num_outs_map", "export_graph_id"]
+        "program", "state_dict", "num_outs_map", "export_graph_id", "other", "other"]
     pickled = [False, False, True, True, True, True, True, True, False, False, True, False,
-               True, False, False, False, False] + [False] * 14 + [False, True, False, False]
+               True, False, False, False, False] + [False] * 14 + [False, True, False, False, True, True]
     unsafe = [False] * 17 + [True, True, True, True, True, True, False, True, True, True, True,
-                             False, False, False] + [False] * 4
+                             False, False, False] + [False] * 6
     check_members(art, p, kinds=kinds, pickled=pickled, unsafe=unsafe)
     mem = art.frames["members"]
     assert values(mem, "model") == [None, "exported_program", "exported_program",
                                     "exported_program", "exported_program", None, None, None,
                                     None, None, None, None, None, None, "spaces", None, "edge"] + \
-        [m for m, _ in members[16:30]] + ["deflated", "deflated", None, None]
-    assert values(mem, "compressed")[-4:] == [True, True, False, False]
+        [m for m, _ in members[16:30]] + ["deflated", "deflated", None, None, None, None]
+    assert values(mem, "compressed")[-6:] == [True, True, False, False, False, False]
     assert art.info["export_graph_id"] == 42
     assert art.info["pickled_members"] == sum(pickled)
     assert art.info["programs"] == ["exported_program", "spaces", "edge"] + \
