@@ -2358,3 +2358,37 @@ def test_map_json_bounds_and_offsets(tmp_path, monkeypatch):
         assert "debug_handle_map" in e.structure
     p = write_record(tmp_path, [("debug_handle_map", b"{}")])
     assert wb.open(p).frames["debug_handles"].empty  # within the limit
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_absent_fields_take_the_schema_defaults(tmp_path, monkeypatch, fast):
+    t = Trace()
+    evs = [t.event(profile=t.profile(None, None, None, None, None)),
+           t.event(allocation=t.allocation(None, None)),
+           t.event(debug=t.debug(None, None, t.value(S.Value.INT, int_value=t._table([])))),
+           t.event(debug=t.debug(None, None, t.value(S.Value.DOUBLE,
+                                                     double_value=t._table([])))),
+           t.event(debug=t.debug(None, None, t.value(S.Value.BOOL, bool_value=t._table([]),
+                                                     output=t._table([])))),
+           t.event(debug=t.debug(None, None, t._table([])))]  # a Value with no field: Null
+    root_runs = [t._table([(S.RunData.events, "off", t._offsets(evs))])]  # no name, no index
+    data = t.finish(root_runs)
+    art = open_trace(tmp_path, data, None, fast, monkeypatch)
+    r = art.frames["runs"]
+    assert values(r, "block") == [None] and values(r, "bundled_input_index") == [None]
+    assert values(r, "iteration") == [0] and values(r, "allocators") == [""]
+    ev = art.frames["events"]
+    assert (values(ev, "chain"), values(ev, "instruction"), values(ev, "start"),
+            values(ev, "end"), values(ev, "duration")) == ([0], [-1], [0], [0], [0])
+    assert values(ev, "kind") == ["other"] and values(ev, "block") == [None]
+    assert values(ev, "delegate_debug_id_int") == [None] and values(ev, "name") == [None]
+    al = art.frames["allocations"]
+    assert values(al, "allocator_id") == [0] and values(al, "size") == [0]
+    assert values(al, "allocator") == [None]
+    dv = art.frames["debug_values"]
+    assert values(dv, "chain") == [0] * 4 and values(dv, "instruction") == [-1] * 4
+    assert values(dv, "type") == ["Int", "Double", "Bool", "Null"]
+    assert values(dv, "value") == [0, 0.0, False, None]
+    assert [type(v) for v in values(dv, "value")[:3]] == [int, float, bool]
+    assert values(dv, "output") == [None, None, False, None]
+    assert values(dv, "delegate_debug_id_int") == [None] * 4
