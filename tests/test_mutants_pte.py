@@ -2768,3 +2768,599 @@ def test_lifetimes_unused_inputs_outputs(et, tmp_path, monkeypatch):
     t = frames["tensors"]
     assert t["shape_dynamism"].astype(str).tolist() == ["dynamic_bound"] * 4
     assert t["requires_grad"].tolist() == [True] * 4
+
+
+# =============================================================================================
+# .pte reader: program structure errors, delegates, external data, every reference followed
+# =============================================================================================
+def _root(path):
+    s = Source(path)
+    return s, FlatBuffer(s, 0, s.size, identifier=b"ET12", name="Program").root("Program")
+
+
+def _program_only(et, tmp_path, edit, name="p.pte"):
+    """``edit(program)`` on mlp_portable, written as a bare flatbuffer (no extended header)."""
+    _, variants = et
+    from executorch.exir._serialize._flatbuffer_program import _program_to_flatbuffer
+
+    program, _ = variants.split((SAMPLES / "mlp_portable.pte").read_bytes())
+    edit(program)
+    return _w(tmp_path, _program_to_flatbuffer(program).data, name)
+
+
+def test_segments_without_extended_header(et, tmp_path, monkeypatch):
+    S, _ = et
+
+    def edit(program):
+        program.execution_plan = []
+        program.constant_segment = S.SubsegmentOffsets(segment_index=0, offsets=[])
+        program.segments = [S.DataSegment(offset=0, size=0), S.DataSegment(offset=16, size=0)]
+
+    path = _program_only(et, tmp_path, edit)
+    s, root = _root(path)
+    pos = root.tables(4)[1].pos
+    s.close()
+    assert open_error_both(path, monkeypatch) == (
+        "CorruptError", "p.pte", "Program.segments[1]", pos,
+        "segment 1 [0x10, +0x0) is listed but the file has no extended header to locate "
+        "segment data")
+
+    def edit2(program):
+        program.execution_plan = []
+        program.constant_segment = S.SubsegmentOffsets(segment_index=0, offsets=[])
+        program.segments = [S.DataSegment(offset=0, size=0), S.DataSegment(offset=0, size=4)]
+
+    path = _program_only(et, tmp_path, edit2)
+    assert open_error_both(path, monkeypatch)[4] == (
+        "segment 1 [0x0, +0x4) is listed but the file has no extended header to locate "
+        "segment data")
+
+    def edit3(program):
+        program.execution_plan = []
+        program.constant_segment = S.SubsegmentOffsets(segment_index=0, offsets=[])
+        program.segments = [S.DataSegment(offset=0, size=0)] * 2
+
+    path = _program_only(et, tmp_path, edit3)
+    n = path.stat().st_size
+    frames = frames_both(path, monkeypatch, ["segments"])
+    rows = list(zip(frames["segments"]["name"], frames["segments"]["offset"],
+                    frames["segments"]["size"]))
+    assert rows[-2:] == [("constant_segment", n, 0), ("segment 1", n, 0)]
+
+
+def _patched(src_path, tmp_path, patch, name="x.pte"):
+    d = bytearray(src_path.read_bytes())
+    with Source(src_path) as s:
+        root = FlatBuffer(s, 0, s.size, identifier=b"ET12", name="Program").root("Program")
+        info = patch(d, root)
+    return _w(tmp_path, bytes(d), name), info
+
+
+def test_segment_errors(tmp_path, monkeypatch):
+    src = SAMPLES / "mlp_xnnpack.pte"  # two segments: the delegate blob and named data
+    data = src.read_bytes()
+    (_, base, sds) = struct.unpack_from("<QQQ", data, 16)
+
+    def grow(d, root):
+        seg = root.tables(4)[1]
+        p = seg.field_pos(1, 8)
+        off = seg.u64(0)
+        struct.pack_into("<Q", d, p, sds - off + 1)
+        return seg.pos, off
+
+    path, (pos, off) = _patched(src, tmp_path, grow)
+    assert open_error_both(path, monkeypatch) == (
+        "OutOfBoundsError", "x.pte", "Program.segments[1]", pos,
+        f"segment 1 [0x{off:x}, +0x{sds - off + 1:x}) runs past the segment data "
+        f"(size 0x{sds:x}, ends at file offset 0x{base + sds:x})")
+
+    def overlap(d, root):
+        segs = root.tables(4)
+        p = segs[3].field_pos(0, 8)
+        assert p
+        struct.pack_into("<Q", d, p, segs[2].u64(0) + 8)
+        return segs[2].u64(0), segs[3].u64(1)
+
+    path, (o2, z3) = _patched(src, tmp_path, overlap)
+    start = base + o2 + 8
+    assert open_error_both(path, monkeypatch) == (
+        "CorruptError", "x.pte", "Program.segments[3]", start,
+        f"segment 3 [0x{start:x}, 0x{start + z3:x}) overlaps segment 2")
+
+    def exact_end(d, root):  # a segment ending exactly at the end of the segment data: fine
+        seg = root.tables(4)[-1]
+        struct.pack_into("<Q", d, seg.field_pos(1, 8), sds - seg.u64(0))
+
+    path, _ = _patched(src, tmp_path, exact_end)
+    wb.open(path, data=[]).close()
+
+
+def test_segment_index_errors(tmp_path, monkeypatch, pte_variant):
+    src = pte_variant("constant_not_first")  # its constant segment is segment 1: stored
+
+    def patch(d, root):
+        t = root.table(5)
+        struct.pack_into("<I", d, t.field_pos(0, 4), 9)
+        return t.pos
+
+    path, pos = _patched(src, tmp_path, patch)
+    assert open_error_both(path, monkeypatch) == (
+        "OutOfBoundsError", "x.pte", "Program.constant_segment.segment_index", pos,
+        "segment_index 9 is out of range (2 segments)")
+
+    def named(d, root):
+        t = root.tables(7)[1]
+        p = t.field_pos(1, 4)
+        assert struct.unpack_from("<I", d, p)[0] == 3
+        struct.pack_into("<I", d, p, 6)
+        return t.pos
+
+    path, pos = _patched(SAMPLES / "mlp_xnnpack.pte", tmp_path, named)
+    assert open_error_both(path, monkeypatch) == (
+        "OutOfBoundsError", "x.pte", "Program.named_data[1].segment_index", pos,
+        "segment_index 6 is out of range (6 segments)")
+    path, pos = _patched(SAMPLES / "mlp_xnnpack.pte", tmp_path, lambda d, r: struct.pack_into(
+        "<I", d, r.tables(7)[1].field_pos(1, 4), 5))  # the last one: fine
+    wb.open(path, data=[]).close()
+
+
+def test_mutable_segment_index_error(tmp_path, monkeypatch, pte_variant):
+    src = pte_variant("two_mutable")
+
+    def patch(d, root):
+        t = root.tables(6)[0]
+        struct.pack_into("<I", d, t.field_pos(0, 4), 3)
+        return t.pos
+
+    path, pos = _patched(src, tmp_path, patch)
+    assert open_error_both(path, monkeypatch) == (
+        "OutOfBoundsError", "x.pte", "Program.mutable_data_segments[0].segment_index", pos,
+        "segment_index 3 is out of range (3 segments)")
+
+
+def test_program_findings(pte_variant, monkeypatch):
+    with Source(pte_variant("two_mutable")) as s:
+        pos = FlatBuffer(s, 0, s.size, identifier=b"ET12", name="P").root("P").pos
+    with wb.open(pte_variant("two_mutable"), data=[]) as art:
+        f = [x for x in art._parsed.findings if x["structure"] == "Program.mutable_data_segments"]
+    assert f == [{"severity": "warning", "structure": "Program.mutable_data_segments",
+                  "offset": pos, "message": "2 mutable data segments: tensors are placed by "
+                  "ExtraTensorInfo.mutable_data_segments_idx as the schema says, but ExecuTorch's "
+                  "runtime (1.5.1) reads every initial value from mutable_data_segments[0] and its "
+                  "Python deserializer refuses such a program"}]
+    path = pte_variant("inline_constant_buffer")
+    with Source(path) as s:
+        root = FlatBuffer(s, 0, s.size, identifier=b"ET12", name="P").root("P")
+        bufs = [b.vector(0, 1) for b in root.tables(2)]
+    first = next(at for at, n in bufs if n)
+    total = sum(n for _, n in bufs)
+    with wb.open(path, data=[]) as art:
+        f = [x for x in art._parsed.findings if x["structure"] == "Program.constant_buffer"]
+        t = art.tensors
+    assert f == [{"severity": "warning", "structure": "Program.constant_buffer", "offset": first,
+                  "message": f"{total} bytes of constants inline in the flatbuffer (the legacy "
+                  "constant_buffer): ExecuTorch's runtime (1.5.1) refuses such a program unless "
+                  "built with ET_ENABLE_DEPRECATED_CONSTANT_BUFFER"}]
+    inline = t[t["storage"] == "inline"]
+    assert len(inline) and set(inline["offset"]) <= {at for at, _ in bufs}
+    assert list(inline["offset"]) == [bufs[i][0] for i in inline["data_buffer_idx"]]
+    assert inline["segment"].isna().all()
+
+
+def test_buffer_sizes_and_names(et, tmp_path, monkeypatch):
+    _ = et
+
+    def edit(program, blobs):
+        plan = program.execution_plan[0]
+        plan.non_const_buffer_sizes = [0, 2**61, 2**61]
+
+    path = build(et, tmp_path, edit)
+    frames_both(path, monkeypatch, ["methods"])
+
+    for sizes in ([0, -5], [0, 2**61, 2**61, 1], [-1] * 10):
+        def edit(program, blobs, sizes=sizes):
+            program.execution_plan[0].non_const_buffer_sizes = sizes
+
+        path = build(et, tmp_path, edit)
+        s, root = _root(path)
+        pos = root.tables(1)[0].pos
+        s.close()
+        assert open_error_both(path, monkeypatch) == (
+            "CorruptError", "built.pte", "Program.execution_plan[0].non_const_buffer_sizes", pos,
+            f"non_const_buffer_sizes {sizes[:8]} are negative or add up to more than any memory")
+
+
+def _with_delegate(S, ref, inline=None, calls=0):
+    def edit(program, blobs):
+        plan = program.execution_plan[0]
+        plan.delegates = [S.BackendDelegate(
+            id="FooBackend", processed=ref,
+            compile_specs=[S.CompileSpec("k1", b"v"), S.CompileSpec("k2", b"")])]
+        plan.chains[0].instructions += [S.Instruction(S.DelegateCall(0, [0]))] * calls
+        if inline is not None:
+            program.backend_delegate_data = [S.BackendDelegateInlineData(data=x) for x in inline]
+    return edit
+
+
+def test_delegate_reference_errors(et, tmp_path, monkeypatch):
+    S, _ = et
+    L = S.DataLocation
+    where = "Program.execution_plan[0].delegates[0].processed"
+    for ref, inline, detail in (
+            (S.BackendDelegateDataReference(L.SEGMENT, 99), None,
+             "segment index 99 is out of range (1 segments)"),
+            (S.BackendDelegateDataReference(L.SEGMENT, 1), None,
+             "segment index 1 is out of range (1 segments)"),
+            (S.BackendDelegateDataReference(L.INLINE, 5), [], "inline delegate data index 5 is "
+             "out of range (0 entries)"),
+            (S.BackendDelegateDataReference(L.INLINE, 1), [b"x"], "inline delegate data index 1 "
+             "is out of range (1 entries)")):
+        path = build(et, tmp_path, _with_delegate(S, ref, inline))
+        s, root = _root(path)
+        pos = root.tables(1)[0].tables(7)[0].table(1).pos
+        s.close()
+        assert open_error_both(path, monkeypatch) == (
+            "OutOfBoundsError", "built.pte", f"{where}.index", pos, detail)
+    path = build(et, tmp_path, _with_delegate(S, S.BackendDelegateDataReference(L.SEGMENT, 0)))
+    d = bytearray(path.read_bytes())
+    s, root = _root(path)
+    ref = root.tables(1)[0].tables(7)[0].table(1)
+    p, pos = ref.field_pos(0, 1), ref.pos
+    s.close()
+    assert d[p] == 1
+    d[p] = 2
+    bad = _w(tmp_path, bytes(d), "loc.pte")
+    assert open_error_both(bad, monkeypatch) == (
+        "CorruptError", "loc.pte", f"{where}.location", pos, "data location 2 is unknown")
+
+
+def test_delegate_frame(et, tmp_path, oracle, monkeypatch):
+    S, _ = et
+    L = S.DataLocation
+    blob = b"not a known backend blob " * 3
+    path = build(et, tmp_path, _with_delegate(S, S.BackendDelegateDataReference(L.INLINE, 1),
+                                              [b"zz", blob], calls=2))
+    frames = frames_both(path, monkeypatch, ["methods", "values", "operators", "delegates"])
+    check_program_frames(frames, oracle, path)
+    d = frames["delegates"]
+    row = d.iloc[0]
+    at = path.read_bytes().find(blob)
+    assert (row["id"], row["location"], row["data_index"], row["offset"], row["size"],
+            row["compile_specs"], row["calls"]) == ("FooBackend", "inline", 1, at, len(blob),
+                                                    "k1, k2", 2)
+    assert frames["methods"]["delegate_calls"].iloc[0] == 2
+    assert frames["methods"]["delegates"].iloc[0] == 1
+    path = build(et, tmp_path, _with_delegate(S, S.BackendDelegateDataReference(L.SEGMENT, 0)))
+    frames = frames_both(path, monkeypatch, ["segments", "delegates"])
+    row = frames["delegates"].iloc[0]
+    assert (row["location"], row["data_index"], row["calls"]) == ("segment", 0, 0)
+    seg = frames["segments"]
+    named = seg[seg["index"] == 0]
+    assert list(named["name"]) == ["constant_segment (+1 more)"]
+    assert list(named["used_by"]) == ["constant_segment; forward delegate 0 (FooBackend)"]
+    assert list(named["kind"].astype(str)) == ["constant"]
+
+
+def test_external_data_that_does_not_fit(tmp_path, monkeypatch):
+    import shutil
+
+    from helpers import ptd_halve_first_dim
+
+    pte = tmp_path / "m.pte"
+    ptd = tmp_path / "m.ptd"
+    shutil.copy(SAMPLES / "mlp_external.pte", pte)
+    shutil.copy(SAMPLES / "mlp_external.ptd", ptd)
+    with wb.open(pte) as art:
+        ext = art.tensors[art.tensors["storage"] == "external"]
+        keys = list(ext["fqn"])
+        assert art._parsed.extra["data_choice"] == {str(ptd): ("sibling", len(keys))}
+        assert not ext["missing"].any()
+    ptd_halve_first_dim(ptd, keys[0])
+    with wb.open(pte) as art:  # the sibling still resolves the other keys
+        t = art.tensors
+        t = t[t["storage"] == "external"].set_index("name")
+        assert bool(t.loc[keys[0], "missing"]) and not t.loc[keys[1:], "missing"].any()
+        assert pd.isna(t.loc[keys[0], "offset"]) and pd.isna(t.loc[keys[0], "file"])
+        assert art._parsed.extra["data_choice"] == {str(ptd): ("sibling", len(keys) - 1)}
+        f = [x for x in art._parsed.findings if x["structure"] == f"tensor {keys[0]!r}"]
+        assert f == [{"severity": "warning", "structure": f"tensor {keys[0]!r}", "offset": None,
+                      "message": f"data files hold this key with another dtype/shape: {[str(ptd)]}"}]
+        # the unclaimed entry is listed as named data of the .ptd
+        nd = art.tensors[(art.tensors["storage"] == "named_data") & (art.tensors["name"] == keys[0])]
+        assert list(nd["file"]) == [str(ptd)]
+    with wb.open(pte, data=[]) as art:
+        assert art._parsed.extra["data_choice"] == {} and art.info["data_files"] == []
+    with wb.open(pte, data=[ptd]) as art:
+        assert art._parsed.extra["data_choice"] == {str(ptd): ("data", len(keys) - 1)}
+
+
+def test_sibling_data_files(tmp_path, monkeypatch):
+    from workbench.formats.pte import sibling_data_files
+
+    for n in ("z.ptd", "m.ptd", "a.ptd", "m.pte", "x.txt", "mptd", "m.ptd.bak"):
+        (tmp_path / n).write_bytes(b"")
+    (tmp_path / "d.ptd").mkdir()
+    assert sibling_data_files(str(tmp_path / "m.pte")) == [
+        str(tmp_path / "m.ptd"), str(tmp_path / "a.ptd"), str(tmp_path / "z.ptd")]
+    assert sibling_data_files(str(tmp_path / "q.pte")) == [
+        str(tmp_path / "a.ptd"), str(tmp_path / "m.ptd"), str(tmp_path / "z.ptd")]
+    monkeypatch.chdir(tmp_path)
+    assert sibling_data_files("m.pte") == ["m.ptd", "a.ptd", "z.ptd"]
+    assert sibling_data_files(str(tmp_path / "nowhere" / "m.pte")) == []
+
+
+@pytest.mark.parametrize("name", ["mlp_portable.pte", "mlp_xnnpack.pte", "no_weights.pte",
+                                  "mlp_external.pte"])
+def test_program_info(name):
+    path = SAMPLES / name
+    data = path.read_bytes()
+    with wb.open(path) as art:
+        info, p = art.info, art._parsed
+        assert art.format == "pte" and p.format == "pte" and p.path == str(path)
+        assert info["version"] == 0
+        if data[8:12] == b"eh00":
+            length, ps, base = struct.unpack_from("<IQQ", data, 12)
+            eh = info["extended_header"]
+            assert (eh.length, eh.program_size, eh.segment_base_offset) == (length, ps, base)
+            assert info["program_size"] == ps and info["segment_base_offset"] == base
+        else:
+            assert info["extended_header"] is None and info["segment_base_offset"] == 0
+            assert info["program_size"] == len(data)
+        assert info["data_files"] == ([str(SAMPLES / "mlp_external.ptd")]
+                                      if name == "mlp_external.pte" else [])
+        assert p.tensor_frames == ["tensors", "delegate_tensors"]
+        assert p.extra["span"] == (0, len(data))
+        assert set(p.sources) == {str(path), *info["data_files"]}
+        t = art.tensors
+        ext = set(t.loc[t["storage"] == "external", "fqn"])
+        assert p.extra["wanted_keys"] == len(ext)  # and no content-hash key held elsewhere
+        assert set(p.builders) == {"segments", "tensors", "methods", "values", "operators",
+                                   "delegates", "named_data", "delegate_tensors",
+                                   "delegate_nodes", "memory_plan", "instructions", "lifetimes",
+                                   "memory_efficiency"}
+
+
+def test_bpte_info_is_the_programs(bundled_io, tmp_path):
+    _, load, dump = bundled_io
+    b = load()
+    data = dump(b)
+    path = _w(tmp_path, data, "b.bpte")
+    inner = _w(tmp_path, bytes(b.program), "i.pte")
+    with wb.open(path) as art, wb.open(inner, data=[]) as one:
+        info = dict(art.info)
+        po = info.pop("program_offset")
+        assert info.pop("program_size_in_bundle") == len(b.program)
+        assert info.pop("bundled_version") == b.version
+        want = dict(one.info)
+        want.pop("data_files")
+        eh, weh = info.pop("extended_header"), want.pop("extended_header")
+        assert info == want and repr(eh) == repr(weh)
+        assert art._parsed.extra["program"].extra["span"] == (po, po + len(b.program))
+        assert art._parsed.findings is art._parsed.extra["program"].findings
+
+
+def test_ptd_fits_and_info(tmp_path):
+    data = ptd_bytes([(0, 24), (32, 8)], [("a", 0, (6, (2, 3), (0, 1))), ("b", 1, None)])
+    path = _w(tmp_path, data, "f.ptd")
+    with wb.open(path) as art:
+        d = art._parsed.extra["ptd"]
+        assert d.fits(0, "float32", (2, 3), 24) and d.fits(0, "float32", (2, 3), 999)
+        assert not d.fits(0, "float16", (2, 3), 12) and not d.fits(0, "float32", (3, 2), 24)
+        assert not d.fits(0, "float32", [2, 3], 24)  # shapes are tuples
+        assert d.fits(1, "int64", (1,), 8) and d.fits(1, "uint8", (3,), 3)
+        assert not d.fits(1, "uint8", (9,), 9)
+        assert d.by_key == {"a": 0, "b": 1}
+        assert d.path == str(path) and d.size == len(data)
+        assert d.seg_off.tolist() == [struct.unpack_from("<Q", data, 32)[0] + o for o in (0, 32)]
+        assert d.seg_size.tolist() == [24, 8]
+        info = art.info
+        assert art.format == "ptd" and info["version"] == 0
+        h = info["header"]
+        assert (h.length, h.flatbuffer_offset, h.flatbuffer_size, h.segment_base_offset,
+                h.segment_data_size) == struct.unpack_from("<IQQQQ", data, 12)
+        assert info["segment_base_offset"] == h.segment_base_offset
+        assert "schema_version" not in info
+        assert set(art._parsed.builders) == {"segments", "tensors", "named_data"}
+        assert art._parsed.sources == {str(path): art._parsed.sources[str(path)]}
+
+
+@pytest.mark.parametrize("name", ["mlp_xnnpack.pte", "mlp_xnnpack_qc8.pte", "wide_xnnpack_8da4w.pte",
+                                  "wide_xnnpack_8da4w_external.pte", "tied_xnnpack.pte",
+                                  "mlp_portable.pte"])
+def test_named_data_layouts_from_the_graph(name, monkeypatch):
+    """The named_data frame's tensor/dtype/shape/quant/group_size: the first graph tensor
+    stored under the key (scales under their own key: '<tensor> (scales)')."""
+    from workbench.formats._layout import named_data_role
+
+    frames = frames_both(SAMPLES / name, monkeypatch, ["named_data", "delegate_tensors"])
+    dt = frames["delegate_tensors"]
+    want: dict = {}
+    scales: dict = {}
+    for r in dt.astype(object).itertuples(index=False):
+        key = None if pd.isna(r.named_key) else r.named_key
+        if key is not None and key not in want:
+            want[key] = (r.name, r.dtype, tuple(r.shape), None if pd.isna(r.quant) else r.quant,
+                         None if pd.isna(r.group_size) else int(r.group_size))
+        skey = None if pd.isna(r.scale_key) else r.scale_key
+        if skey is not None and skey not in scales:
+            scales[skey] = (f"{r.name} (scales)", r.scale_dtype,
+                            None if pd.isna(r.num_scales) else (int(r.num_scales),), None, None)
+    for k, v in scales.items():
+        want.setdefault(k, v)
+    nd = frames["named_data"]
+    got = _rows(nd, ["key", "tensor", "dtype", "shape", "quant", "group_size"])
+    assert got == [(k, *want.get(k, (None,) * 5)) for k in nd["key"]]
+    assert _nullable(nd["role"].astype(object)) == [
+        "tensor" if h else named_data_role(k) for k, h in zip(nd["key"], nd["has_layout"])]
+    if name.startswith("wide"):
+        assert any(t and t.endswith(" (scales)") for t, *_ in [g[1:] for g in got])
+    with wb.open(SAMPLES / name) as art:
+        assert art._parsed.extra["delegate_blobs"].key_layouts() == {
+            k: dict(zip(("tensor", "dtype", "shape", "quant", "group_size"), v))
+            for k, v in want.items()}
+
+
+def test_delegate_segments_split_or_shared(et, tmp_path, monkeypatch):
+    """A delegate's segment is split into its blob's sub-segments when it alone uses it;
+    shared by two delegates it stays one row naming both."""
+    import copy
+
+    path = SAMPLES / "mlp_xnnpack.pte"
+    frames = frames_both(path, monkeypatch, ["segments", "delegates"])
+    seg = frames["segments"]
+    d = frames["delegates"].iloc[0]
+    inside = seg[(seg["offset"] >= d["offset"]) & (seg["offset"] < d["offset"] + d["size"])
+                 & (seg["size"] > 0)]
+    assert len(inside) >= 2 and inside["size"].sum() == d["size"]
+    assert inside["offset"].iloc[0] == d["offset"]
+    assert (inside["index"] == d["data_index"]).all()
+
+    def edit(program, blobs):
+        plan = program.execution_plan[0]
+        plan.delegates.append(copy.deepcopy(plan.delegates[0]))
+        plan.delegates[1].id = "Second"
+
+    p2 = build(et, tmp_path, edit, sample="mlp_xnnpack.pte")
+    frames = frames_both(p2, monkeypatch, ["segments", "delegates"])
+    d = frames["delegates"]
+    assert list(d["id"]) == ["XnnpackBackend", "Second"] and d["data_index"].nunique() == 1
+    seg = frames["segments"]
+    row = seg[seg["index"] == d["data_index"].iloc[0]]
+    assert len(row) == 1
+    assert row["name"].iloc[0] == "forward delegate 0 (XnnpackBackend) (+1 more)"
+    assert row["used_by"].iloc[0] == ("forward delegate 0 (XnnpackBackend); "
+                                      "forward delegate 1 (Second)")
+    assert str(row["kind"].iloc[0]) == "delegate"
+    assert (row["offset"].iloc[0], row["size"].iloc[0]) == (d["offset"].iloc[0], d["size"].iloc[0])
+
+
+def _ref_cases():
+    """(sample or variant, locate(root) -> (table, field), structure) for reference fields
+    the .pte reader follows (each pointed past the end of the flatbuffer in turn)."""
+    P = "Program"
+    E = f"{P}.execution_plan[0]"
+
+    def plan(r):
+        return r.tables(1)[0]
+
+    def tensor_val(r, want_field):
+        for k, v in enumerate(plan(r).tables(2)):
+            if v.u8(0) == 5:
+                t = v.union(0, 12)[1]
+                if t.has(want_field):
+                    return k, t
+        raise AssertionError("no such tensor")
+
+    def extra(r):
+        for k, v in enumerate(plan(r).tables(2)):
+            if v.u8(0) == 5:
+                t = v.union(0, 12)[1]
+                if t.has(9) and t.table(9).has(1):
+                    return k, t.table(9)
+        raise AssertionError
+
+    def alloc(r):
+        return tensor_val(r, 6)
+
+    cases = [
+        ("mlp_portable.pte", lambda r: (r, 1), f"{P}.execution_plan"),
+        ("mlp_portable.pte", lambda r: (r, 4), f"{P}.segments"),
+        ("mlp_portable.pte", lambda r: (r, 5), f"{P}.constant_segment"),
+        ("mlp_portable.pte", lambda r: (r.table(5), 1), f"{P}.constant_segment.offsets"),
+        ("mlp_xnnpack.pte", lambda r: (r, 7), f"{P}.named_data"),
+        ("mlp_xnnpack.pte", lambda r: (r.tables(7)[1], 0), f"{P}.named_data[1].key"),
+        ("kv_cache.pte", lambda r: (r, 6), f"{P}.mutable_data_segments"),
+        ("kv_cache.pte", lambda r: (r.tables(6)[0], 1), f"{P}.mutable_data_segments[0].offsets"),
+        ("variant:inline_constant_buffer", lambda r: (r, 2), f"{P}.constant_buffer"),
+        ("variant:inline_constant_buffer", lambda r: (r.tables(2)[1], 0),
+         f"{P}.constant_buffer[1].storage"),
+        ("variant:inline_delegate", lambda r: (r, 3), f"{P}.backend_delegate_data"),
+        ("variant:inline_delegate", lambda r: (r.tables(3)[0], 0),
+         f"{P}.backend_delegate_data[0].data"),
+        ("mlp_portable.pte", lambda r: (plan(r), 0), f"{E}.name"),
+        ("mlp_portable.pte", lambda r: (plan(r), 2), f"{E}.values"),
+        ("mlp_portable.pte", lambda r: (plan(r), 3), f"{E}.inputs"),
+        ("mlp_portable.pte", lambda r: (plan(r), 4), f"{E}.outputs"),
+        ("mlp_portable.pte", lambda r: (plan(r), 5), f"{E}.chains"),
+        ("mlp_portable.pte", lambda r: (plan(r), 6), f"{E}.operators"),
+        ("mlp_portable.pte", lambda r: (plan(r), 8), f"{E}.non_const_buffer_sizes"),
+        ("mlp_xnnpack.pte", lambda r: (plan(r), 7), f"{E}.delegates"),
+        ("mlp_xnnpack.pte", lambda r: (plan(r).tables(7)[0], 0), f"{E}.delegates[0].id"),
+        ("mlp_xnnpack.pte", lambda r: (plan(r).tables(7)[0], 1), f"{E}.delegates[0].processed"),
+        ("mlp_xnnpack.pte", lambda r: (plan(r).tables(7)[0], 2),
+         f"{E}.delegates[0].compile_specs"),
+        ("mlp_portable.pte", lambda r: (plan(r).tables(6)[1], 0), f"{E}.operators[1].name"),
+        ("mlp_portable.pte", lambda r: (plan(r).tables(6)[1], 1), f"{E}.operators[1].overload"),
+        ("mlp_portable.pte", lambda r: (plan(r).tables(5)[0], 2), f"{E}.chains[0].instructions"),
+        ("mlp_portable.pte", lambda r: (plan(r).tables(5)[0].tables(2)[1], 1),
+         f"{E}.chains[0].instructions[1].instr_args"),
+        ("mlp_portable.pte", lambda r: (plan(r).tables(5)[0].tables(2)[1].union(0, 6)[1], 1),
+         f"{E}.chains[0].instructions[1].instr_args.args"),
+        ("mlp_portable.pte", lambda r: (plan(r).tables(2)[3], 1), f"{E}.values[3].val"),
+        ("mlp_portable.pte", lambda r: (tensor_val(r, 2)[1], 2), ("tensor", 2, "sizes")),
+        ("mlp_portable.pte", lambda r: (tensor_val(r, 3)[1], 3), ("tensor", 3, "dim_order")),
+        ("mlp_portable.pte", lambda r: (alloc(r)[1], 6), ("tensor", 6, "allocation_info")),
+        ("mlp_external.pte", lambda r: (tensor_val(r, 9)[1], 9), ("tensor", 9, "extra_tensor_info")),
+        ("mlp_external.pte", lambda r: (extra(r)[1], 1), ("extra", None, "fully_qualified_name")),
+    ]
+    return cases
+
+
+@pytest.mark.parametrize("where,locate,structure", _ref_cases(),
+                         ids=[c[2] if isinstance(c[2], str) else c[2][2] for c in _ref_cases()])
+def test_reference_past_the_end(where, locate, structure, tmp_path, monkeypatch, pte_variant):
+    src = pte_variant(where.split(":")[1]) if where.startswith("variant:") else SAMPLES / where
+    data = bytearray(src.read_bytes())
+    with Source(src) as s:
+        size = struct.unpack_from("<Q", data, 16)[0] if data[8:12] == b"eh00" else len(data)
+        root = FlatBuffer(s, 0, size, identifier=b"ET12", name="Program").root("Program")
+        table, field = locate(root)
+        if not isinstance(structure, str):
+            kind, _, name = structure
+            vals = root.tables(1)[0].tables(2)
+            k = next(i for i, v in enumerate(vals) if v.u8(0) == 5 and (
+                v.union(0, 12)[1].pos == table.pos or
+                (v.union(0, 12)[1].has(9) and v.union(0, 12)[1].table(9).pos == table.pos)))
+            base = f"Program.execution_plan[0].values[{k}].val"
+            structure = f"{base}.{name}" if kind == "tensor" else f"{base}.extra_tensor_info.{name}"
+        p = table.field_pos(field, 4)
+        assert p, structure
+    rel = 0x7FFFFFF0
+    struct.pack_into("<I", data, p, rel)
+    path = _w(tmp_path, bytes(data), "r.pte")
+    from workbench.formats.pte import program as pte_program
+
+    got = []
+    for fast in (True, False):
+        monkeypatch.setattr(pte_program, "FAST", fast)
+
+        def read_all():
+            with wb.open(path, data=[]) as art:
+                for n in art.frames:
+                    art.frames[n]
+
+        got.append(raises(read_all))
+    assert got[0] == got[1] == (
+        "OutOfBoundsError", "r.pte", structure, p + rel,
+        f"points outside the Program flatbuffer [0x0, 0x{size:x}) (length 4)")
+
+
+def test_flatbuf_union_value_outside():
+    fb, L, n = fb_edit(lambda d, L: struct.pack_into("<I", d, L["f5"], 0x10000))
+    root = fb.root("Root")
+    for name, structure in (("u", "Root.u"), ("", "Root.field5")):
+        assert ferr(lambda name=name: root.union(4, 3, name)) == (
+            "OutOfBoundsError", structure, PRE + L["f5"] + 0x10000,
+            f"points outside the Test flatbuffer [0x{PRE:x}, 0x{PRE + n:x}) (length 4)")
+    fb, L, n = fb_edit(lambda d, L: struct.pack_into("<i", d, L["uni"], 0x7000))
+    assert ferr(lambda: fb.root("Root").union(4, 3, "u"))[:2] == ("OutOfBoundsError", "Root.u vtable")
+
+
+def test_vecfb_slow_path_names_the_vtable():
+    from workbench._vecfb import SlowPath, VecReader
+
+    fb, L, _ = fb_edit(lambda d, L: struct.pack_into("<H", d, L["sub_vt"], 3))
+    with pytest.raises(SlowPath) as ei:
+        VecReader(fb).tables(np.array([PRE + L["sub"]]), "kids")
+    assert str(ei.value) == (f"{fb.src.name}: kids vtable at 0x{PRE + L['sub_vt']:x}: vtable size 3 "
+                             "is invalid (must be even and >= 4)")
