@@ -530,13 +530,18 @@ def test_full_trace_records(tmp_path, fast):
     rec = records(p, fast)
     pos = walk(p)
     r = rec.runs
+    p_ = rec.profile
     assert r["name"].objects().tolist() == ["Default", "Execute"]
     assert r["bundled_input_index"].tolist() == [-1, 2]
     assert [r[k].tolist() for k in ("events", "profile", "allocation", "debug", "unknown")] == \
         [[3, 16], [1, 6], [2, 0], [0, 10], [0, 0]]
     assert r["pos"].tolist() == pos["runs"]
     assert r["allocators"].tolist() == [("method", "temp"), ()]
-    p_ = rec.profile
+    for k in ("bundled_input_index", "events", "profile", "allocation", "debug", "unknown",
+              "pos"):  # int64, as Records documents
+        assert r[k].dtype == np.int64, k
+    for k in ("run", "index", "pos", "chain", "instruction", "dd_int", "meta_off", "meta_size"):
+        assert p_[k].dtype == np.int64, k
     assert p_["dd_int"].tolist() == [-1, -1, -1, 7, -1, -1, -1]
     assert p_["dd_str"].objects().tolist() == [None, None, "", None, "xnn op", None, None]
     assert p_["meta_size"].tolist() == [-1, -1, -1, 3, -1, -1, -1]
@@ -604,25 +609,28 @@ def test_runs_blocks_iterations_and_missing_times(tmp_path, monkeypatch, fast):
         t.run("Execute", [t.event(profile=t.profile("a", 0, 0, 5, big)),
                           t.event(profile=t.profile("b", 0, 1, 1, 3))]),
         t.run("Default", [t.event(profile=t.profile("c", 0, 0, 30, 20))]),
+        t.run("Edge", [t.event(profile=t.profile("e", 0, 0, (1 << 63) - 1, (1 << 63) - 1))]),
     ]
     data = t.finish(runs)
     art = open_trace(tmp_path, data, None, fast, monkeypatch)
     r = art.frames["runs"]
-    assert values(r, "block") == ["Execute", "Default", "Execute", "Other", "Execute", "Default"]
-    assert categories(r, "block") == ["Execute", "Default", "Other"]
-    assert values(r, "iteration") == [0, 0, 1, 0, 2, 1]
-    assert values(r, "bundled_input_index") == [None, None, 0, None, None, None]
-    assert values(r, "events") == [1, 1, 1, 0, 2, 1]
-    assert values(r, "profile_events") == [1, 0, 1, 0, 2, 1]
-    assert values(r, "allocators") == ["", "only", "", "", "", ""]
-    assert values(r, "start") == [10, None, None, None, 1, 30]
-    assert values(r, "end") == [20, None, None, None, None, 20]
-    assert values(r, "duration") == [10, None, 10, None, None, 4294967285]  # > int64: missing
+    assert values(r, "block") == ["Execute", "Default", "Execute", "Other", "Execute", "Default",
+                                  "Edge"]
+    assert categories(r, "block") == ["Execute", "Default", "Other", "Edge"]
+    assert values(r, "iteration") == [0, 0, 1, 0, 2, 1, 0]
+    assert values(r, "bundled_input_index") == [None, None, 0, None, None, None, None]
+    assert values(r, "events") == [1, 1, 1, 0, 2, 1, 1]
+    assert values(r, "profile_events") == [1, 0, 1, 0, 2, 1, 1]
+    assert values(r, "allocators") == ["", "only", "", "", "", "", ""]
+    top = (1 << 63) - 1  # the largest int64: still a value
+    assert values(r, "start") == [10, None, None, None, 1, 30, top]
+    assert values(r, "end") == [20, None, None, None, None, 20, top]
+    assert values(r, "duration") == [10, None, 10, None, None, 4294967285, 0]  # > int64: missing
     ev = art.frames["events"]
-    assert values(ev, "iteration") == [0, 1, 2, 2, 1]
-    assert values(ev, "block") == ["Execute", "Execute", "Execute", "Execute", "Default"]
-    assert values(ev, "duration") == [10, 10, None, 2, 4294967285]
-    assert values(ev, "kind") == ["other"] * 5
+    assert values(ev, "iteration") == [0, 1, 2, 2, 1, 0]
+    assert values(ev, "block") == ["Execute", "Execute", "Execute", "Execute", "Default", "Edge"]
+    assert values(ev, "duration") == [10, 10, None, 2, 4294967285, 0]
+    assert values(ev, "kind") == ["other"] * 6
     al = art.frames["allocations"]
     assert values(al, "allocator") == ["only"] and values(al, "block") == ["Default"]
     assert values(al, "iteration") == [0]
