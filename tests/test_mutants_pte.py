@@ -2592,8 +2592,9 @@ def _random_plan(S, rnd, base_plan, name):
     values.append(S.EValue(S.TensorList(rnd.sample(tensors, 2))))
     values.append(S.EValue(S.OptionalTensorList([rnd.choice(tensors), -1])))
     values.append(S.EValue(S.TensorList([])))
+    values.append(S.EValue(S.TensorList([rnd.choice(tensors), len(values) + 9, -3])))
     nv = len(values)
-    inputs = rnd.sample(range(len(consts), nv - 4), 1)
+    inputs = rnd.sample(range(len(consts), nv - 5), 1)
     outputs = rnd.sample(range(nv), 2)
     ins = []
     for _ in range(rnd.randrange(2, 12)):
@@ -3364,3 +3365,113 @@ def test_vecfb_slow_path_names_the_vtable():
         VecReader(fb).tables(np.array([PRE + L["sub"]]), "kids")
     assert str(ei.value) == (f"{fb.src.name}: kids vtable at 0x{PRE + L['sub_vt']:x}: vtable size 3 "
                              "is invalid (must be even and >= 4)")
+
+
+def _edge_tensors(S):
+    def t(sizes, dims, *, mem=None, high=0, dyn=0, rg=False, fqn=None, code=None, dbi=0):
+        return S.EValue(S.Tensor(
+            scalar_type=code if code is not None else S.ScalarType.FLOAT, storage_offset=0,
+            sizes=sizes, dim_order=dims, requires_grad=rg, layout=0, data_buffer_idx=dbi,
+            allocation_info=None if mem is None else S.AllocationDetails(
+                memory_id=mem, memory_offset_low=16, memory_offset_high=high),
+            shape_dynamism=S.TensorShapeDynamism(dyn),
+            extra_tensor_info=None if fqn is None else S.ExtraTensorInfo(fully_qualified_name=fqn)))
+
+    return [t([2, 3], [1, 0], mem=1), t([], [], mem=1, dyn=2, rg=True), t([0, 4], [0, 1], mem=1),
+            t([4, 1, 2], [2, 0, 1], mem=2, high=1, fqn="hi"), t([3], [0], dyn=1, fqn="unalloc"),
+            t([2, 2], [0, 1], code=S.ScalarType.BFLOAT16, mem=1, fqn="bf"),
+            t([5], [0], code=S.ScalarType.BOOL, mem=1), t([1], [0], code=S.ScalarType.LONG, dbi=1)]
+
+
+def test_edge_tensors_match_the_oracle(et, tmp_path, oracle, monkeypatch):
+    """Permuted dim orders, scalars, empty tensors, a memory offset past 4 GiB, dynamic
+    shapes, requires_grad, fully qualified names on planned and unallocated tensors, and a
+    constant sharing another's buffer; on both paths."""
+    S, _ = et
+
+    def edit(program, blobs):
+        plan = program.execution_plan[0]
+        plan.values.extend(_edge_tensors(S))
+        plan.non_const_buffer_sizes = [0, 4096, 2**33]
+
+    path = build(et, tmp_path, edit)
+    frames = frames_both(path, monkeypatch, ["tensors", "methods", "values", "operators",
+                                             "delegates", "memory_plan"])
+    check_program_frames(frames, oracle, path)
+    assert _rows(frames["tensors"], TENSOR_COLS) == expected_tensors(oracle, path, [])
+    t = frames["tensors"].set_index("name")
+    assert t.loc["hi", "mem_offset"] == 16 + 2**32 and t.loc["hi", "dim_order"] == (2, 0, 1)
+    assert t.loc["unalloc", "storage"] == "unallocated" and t.loc["bf", "nbytes"] == 8
+
+
+def test_unknown_dtype_and_negative_size(tmp_path, monkeypatch):
+    from helpers import Located
+
+    src = SAMPLES / "mlp_portable.pte"
+    with Located(src) as loc:
+        v, _, tensor = loc.tensor_tables()[1]
+        p_code = tensor.field_pos(0, 1)
+        sizes_at = loc.vector_pos(tensor, 2)
+        tpos = tensor.pos
+    where = f"Program.execution_plan[0].values[{v}].val"
+    d = bytearray(src.read_bytes())
+    code = d[p_code]
+    for bad in (30, 100, 0x80):
+        d[p_code] = bad
+        path = _w(tmp_path, bytes(d), "c.pte")
+        n = bad if bad < 128 else bad - 256
+        assert open_error_both(path, monkeypatch) == (
+            "CorruptError", "c.pte", f"{where}.scalar_type", tpos, f"scalar_type {n} is unknown")
+    d[p_code] = code
+    n = struct.unpack_from("<I", d, sizes_at)[0]
+    sizes = list(struct.unpack_from(f"<{n}i", d, sizes_at + 4))
+    struct.pack_into("<i", d, sizes_at + 4 + 4 * (n - 1), -2)
+    path = _w(tmp_path, bytes(d), "c.pte")
+    assert open_error_both(path, monkeypatch) == (
+        "CorruptError", "c.pte", f"{where}.sizes", tpos,
+        f"negative size in sizes {[*sizes[:-1], -2]}")
+
+
+def test_constant_offset_far_past_the_end(tmp_path, monkeypatch):
+    """A constant's offset in its segment beyond 2**62: the exact error on both paths."""
+    from helpers import Located
+
+    src = SAMPLES / "mlp_portable.pte"
+    d = bytearray(src.read_bytes())
+    with Located(src) as loc:
+        cs = loc.program.table(5)
+        start, n = cs.vector(1, 8)
+        seg_index = cs.u32(0)
+        seg_off = loc.segment_base_offset + loc.segments()[seg_index].u64(0)
+        dbi = n - 1
+        v, tensor = next((v, t) for v, _, t in loc.tensor_tables() if t.u32(5) == dbi)
+        nbytes = 4
+        for s in tensor.scalars(2, "i"):
+            nbytes *= s
+        tpos = tensor.pos
+    for huge in (2**62, 2**64 - 1, len(d)):
+        struct.pack_into("<Q", d, start + 8 * dbi, huge)
+        path = _w(tmp_path, bytes(d), "o.pte")
+        off = seg_off + huge
+        assert open_error_both(path, monkeypatch) == (
+            "OutOfBoundsError", "o.pte", f"Program.execution_plan[0].values[{v}].val data", off,
+            f"{nbytes} bytes of tensor data at 0x{off:x} run past the end of the file "
+            f"(size 0x{len(d):x})")
+    assert tpos
+
+
+def test_duplicate_method_names(et, tmp_path, monkeypatch):
+    import copy
+
+    def edit(program, blobs):
+        program.execution_plan.append(copy.deepcopy(program.execution_plan[0]))
+        program.execution_plan.append(copy.deepcopy(program.execution_plan[0]))
+
+    path = build(et, tmp_path, edit)
+    frames = frames_both(path, monkeypatch, ["values", "methods", "tensors"])
+    v = frames["values"]
+    assert list(v["method"].cat.categories) == ["forward", "forward'", "forward''"]
+    n = len(v) // 3
+    assert list(v["method"].astype(str)) == ["forward"] * n + ["forward'"] * n + ["forward''"] * n
+    assert list(frames["methods"]["method"]) == ["forward"] * 3
+    assert list(frames["methods"]["index"]) == [0, 1, 2]
