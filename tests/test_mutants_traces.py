@@ -1211,6 +1211,7 @@ def test_every_reference_pointing_outside(tmp_path, monkeypatch):
         e = error_both(tmp_path, bytes(bad), monkeypatch)
         assert type(e) is wb.OutOfBoundsError, (path, e)
         assert e.offset == at + far, path
+        assert e.detail == f"points outside the ETDump flatbuffer [0x4, 0x{len(data):x}) (length 4)"
         assert undouble(e.structure) == path, (path, e.structure)
 
 
