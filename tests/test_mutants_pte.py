@@ -3475,3 +3475,73 @@ def test_duplicate_method_names(et, tmp_path, monkeypatch):
     assert list(v["method"].astype(str)) == ["forward"] * n + ["forward'"] * n + ["forward''"] * n
     assert list(frames["methods"]["method"]) == ["forward"] * 3
     assert list(frames["methods"]["index"]) == [0, 1, 2]
+
+
+# -- valid files are read on the fast paths (a fallback would only cost time: pinned here) ----
+@pytest.fixture
+def no_fallback(monkeypatch):
+    """Every scalar (fallback) reader raises: a valid file must be read on the fast paths."""
+    from workbench.formats.ptd import reader as ptd_reader
+    from workbench.formats.pte import columns, instructions, program, tensors
+
+    def refuse(what):
+        def f(*a, **k):
+            raise AssertionError(f"fell back to the scalar path: {what}")
+        return f
+
+    for fast in (program, ptd_reader):
+        monkeypatch.setattr(fast, "FAST", True)
+    monkeypatch.setattr(tensors.TensorReader, "values_slow", refuse("values_slow"))
+    monkeypatch.setattr(program.ProgramReader, "_instructions_slow", refuse("_instructions_slow"))
+    monkeypatch.setattr(instructions, "_slow", refuse("instructions._slow"))
+    monkeypatch.setattr(instructions.InstructionColumns, "_rw_method", refuse("_rw_method"))
+    monkeypatch.setattr(columns, "_value_summary", refuse("_value_summary"))
+    monkeypatch.setattr(ptd_reader, "_entries_slow", refuse("_entries_slow"))
+
+
+def _read_all(path, **kw):
+    with wb.open(path, **kw) as art:
+        for n in art.frames:
+            art.frames[n]
+
+
+FAST_SAMPLES = sorted(p.name for p in SAMPLES.glob("*.pt[ed]"))
+
+
+@pytest.mark.parametrize("name", FAST_SAMPLES)
+def test_valid_samples_take_the_fast_paths(name, no_fallback):
+    _read_all(SAMPLES / name)
+
+
+def test_valid_built_programs_take_the_fast_paths(et, tmp_path, no_fallback):
+    import random
+
+    S, _ = et
+
+    def many(program, blobs):
+        plan = program.execution_plan[0]
+        plan.values.extend(_extra_values(S))
+        plan.values.extend(_edge_tensors(S))
+        plan.non_const_buffer_sizes = [0, 4096, 2**33]
+        rnd = random.Random(99)
+        program.execution_plan += [_random_plan(S, rnd, plan, f"r{k}") for k in range(4)]
+
+    for k, edit in enumerate((many, _instruction_program(S))):
+        _read_all(build(et, tmp_path, edit, name=f"b{k}.pte"), data=[])
+    for segments, named in PTD_CASES.values():
+        _read_all(_w(tmp_path, ptd_bytes(segments, named), "f.ptd"))
+
+
+def test_memory_offset_just_below_the_limit(et, tmp_path, no_fallback):
+    """memory_offset_high 2**30 - 1 (offset below 2**62): valid, read on the fast path."""
+
+    def edit(program, blobs):
+        plan = program.execution_plan[0]
+        t = next(ev.val for ev in plan.values
+                 if type(ev.val).__name__ == "Tensor" and ev.val.allocation_info is not None)
+        t.allocation_info.memory_offset_high = (1 << 30) - 1
+
+    path = build(et, tmp_path, edit)
+    with wb.open(path, data=[]) as art:
+        mp = art.frames["memory_plan"]
+        assert [o >> 32 for o in mp["offset"]].count((1 << 30) - 1) == 1
