@@ -3545,3 +3545,92 @@ def test_memory_offset_just_below_the_limit(et, tmp_path, no_fallback):
     with wb.open(path, data=[]) as art:
         mp = art.frames["memory_plan"]
         assert [o >> 32 for o in mp["offset"]].count((1 << 30) - 1) == 1
+
+
+@pytest.mark.parametrize("name", ["mlp_external.pte", "wide_xnnpack_8da4w_external.pte",
+                                  "mlp_xnnpack_external.pte"])
+def test_named_data_with_data_files(name, oracle, monkeypatch):
+    from workbench.formats._layout import named_data_role
+    from workbench.formats.pte import program as pte_program
+
+    path = SAMPLES / name
+    ptd = path.with_suffix(".ptd")
+    with wb.open(ptd) as one:
+        own = _rows(one.frames["named_data"], ["key", "segment", "file", "offset", "size", "align",
+                                               "has_layout", "role"])
+    got = []
+    for fast in (True, False):
+        monkeypatch.setattr(pte_program, "FAST", fast)
+        with wb.open(path) as art:
+            assert art.info["data_files"] == [str(ptd)]
+            nd = art.frames["named_data"]
+            layouts = art._parsed.extra["delegate_blobs"].key_layouts()
+            users = art._parsed.builders["tensors"].__self__.ext.key_users
+            got.append(_rows(nd, list(nd.columns)))
+    assert got[0] == got[1]
+    prog = oracle.read(path)
+    want = []
+    for e in prog.program.named_data or []:
+        off, size = prog.segment_abs(e.segment_index)
+        want.append((e.key, e.segment_index, str(path), off, size, off & -off if off else None,
+                     False, named_data_role(e.key)))
+    want += own
+    assert [r[:8] for r in got[0]] == want
+    assert any(r[7] == "tensor" for r in own) or name != "mlp_external.pte"
+    for r in got[0]:
+        lay = layouts.get(r[0])
+        u = users.get(r[0])
+        assert r[8:] == (("; ".join(u) if u else None,) + (
+            (None,) * 5 if lay is None else (lay["tensor"], lay["dtype"], lay["shape"],
+                                             lay["quant"], lay["group_size"])))
+
+
+def _drop_field(d, table, field):
+    """Mark ``field`` of ``table`` absent in its vtable (shared vtables: every table of it)."""
+    import struct
+
+    soff = struct.unpack_from("<i", d, table.pos)[0]
+    vt = table.pos - soff
+    struct.pack_into("<H", d, vt + 4 + 2 * field, 0)
+
+
+def test_absent_names(tmp_path, monkeypatch):
+    """Absent strings: a method is named 'method<k>', operators, delegate ids, compile spec
+    keys and named-data keys are ''."""
+    from workbench.flatbuf import FlatBuffer
+    from workbench.source import Source
+
+    src = SAMPLES / "mlp_portable.pte"
+    d = bytearray(src.read_bytes())
+    with Source(src) as s:
+        plan = FlatBuffer(s, 0, s.size, identifier=b"ET12", name="P").root("P").tables(1)[0]
+        _drop_field(d, plan, 0)  # ExecutionPlan.name
+        _drop_field(d, plan.tables(6)[0], 0)  # Operator.name (the operators share a vtable)
+        _drop_field(d, plan.tables(6)[0], 1)  # Operator.overload
+        n_ops = len(plan.tables(6))
+    path = _w(tmp_path, bytes(d), "a.pte")
+    frames = frames_both(path, monkeypatch, ["methods", "operators", "values", "instructions"])
+    assert list(frames["methods"]["method"]) == ["method0"]
+    assert set(frames["values"]["method"].astype(str)) == {"method0"}
+    ops = frames["operators"]
+    assert list(ops["name"]) == list(ops["op"]) == list(ops["overload"]) == [""] * n_ops
+    assert set(frames["instructions"]["op"]) == {""}
+
+    src = SAMPLES / "mlp_xnnpack.pte"
+    d = bytearray(src.read_bytes())
+    with Source(src) as s:
+        root = FlatBuffer(s, 0, s.size, identifier=b"ET12", name="P").root("P")
+        dl = root.tables(1)[0].tables(7)[0]
+        _drop_field(d, dl, 0)  # BackendDelegate.id
+        specs = dl.tables(2)
+        if specs:
+            _drop_field(d, specs[0], 0)  # CompileSpec.key
+        _drop_field(d, root.tables(7)[0], 0)  # NamedData.key
+    path = _w(tmp_path, bytes(d), "b.pte")
+    frames = frames_both(path, monkeypatch, ["delegates", "named_data", "segments",
+                                             "instructions"])
+    dels = frames["delegates"]
+    assert list(dels["id"]) == [""] and list(dels["compile_specs"]) == [", ".join([""] * len(specs))]
+    assert set(frames["named_data"]["key"]) == {""}
+    assert set(frames["instructions"]["delegate"].dropna()) == {""}
+    assert "forward delegate 0 ()" in set(frames["segments"]["used_by"])
