@@ -2809,3 +2809,29 @@ def test_inspect_blobs_refuses_references_into_another_blob(tmp_path):
         assert (type(many.value), many.value.structure, many.value.offset, many.value.detail) == (
             type(alone.value), alone.value.structure, alone.value.offset,
             alone.value.detail), what
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_xnnpack_unknown_union_types(fast, tmp_path, monkeypatch):
+    from workbench.formats.delegates import xnnpack
+
+    monkeypatch.setattr(xnnpack, "FAST", fast)
+    doc = _small_doc()
+    doc["xvalues"].append(_quant(_tv("qint8", [1], id_out=2), "PerTensorQuant", {"scale": 1.0}))
+    fb = flatc(XNN_SCHEMA, doc, tmp_path)
+    root = fb_root(fb)
+    xv = fb_tables(fb, root, 2)
+    node = fb_tables(fb, root, 1)[0]
+    q = fb_ref(fb, xv[2], 1)
+    for at, value, structure, n in (
+            (fb_field(fb, xv[1], 0), 3, "XNNGraph.xvalues[1].xvalue_union", 3),
+            (fb_field(fb, xv[1], 0), 255, "XNNGraph.xvalues[1].xvalue_union", 3),
+            (fb_field(fb, node, 0), 48, "XNNGraph.xnodes[0].xnode_union", 48),
+            (fb_field(fb, q, 1), 5, "XNNGraph.xvalues[2].xvalue_union.quant_params", 5)):
+        bad = _xnn(patched(fb, at, "<B", value), bytes(16))
+        fails(bad, "XnnpackBackend", CorruptError, structure, 32 + at,
+              f"union type {value} is unknown (max {n - 1})")
+    # the last member of each union is read
+    ok = patched(fb, fb_field(fb, node, 0), "<B", 47)  # XNNCos: input_id, output_id, flags
+    (row,) = column_rows(look(_xnn(ok, bytes(16)), "XnnpackBackend").nodes)
+    assert row["op"] == "Cos"

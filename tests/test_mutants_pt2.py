@@ -2112,3 +2112,166 @@ def test_member_content(tmp_path):
                                            f"{len(text) - 1} declared")
     assert err("shorter") == (CorruptError, f"inflates to {len(text)} bytes, {len(text) + 1} declared")
     assert err("sizes") == (CorruptError, "stored member sizes differ (3 stored, 4 declared)")
+
+
+# --------------------------------------------------------------------------------------------
+# the zip end records
+# --------------------------------------------------------------------------------------------
+
+def _zd(tmp_path, data: bytes, name: str = "e.zip") -> ZipDirectory:
+    p = tmp_path / name
+    p.write_bytes(data)
+    return ZipDirectory(Source(p))
+
+
+def _zd_fails(tmp_path, data: bytes, cls) -> wb.ArtifactError:
+    with pytest.raises(cls) as ei:
+        _zd(tmp_path, data)
+    assert type(ei.value) is cls and ei.value.file == "e.zip"
+    return ei.value
+
+
+def test_end_record_facts(tmp_path):
+    data = zip_bytes([("a", b"1"), ("bb", b"22")])
+    zd = _zd(tmp_path, data)
+    eocd = len(data) - 22
+    cd = struct.unpack_from("<I", data, eocd + 16)[0]
+    assert (zd.count, zd.cd_offset, zd.cd_size, zd.eocd_offset, zd.eocd_size) == \
+        (2, cd, eocd - cd, eocd, 22)
+    assert (zd.zip64, zd.zip64_offset, zd.zip64_size, zd.locator_offset, zd.prepended) == \
+        (False, None, 0, None, 0)
+    # the smallest archive: the end record alone, at offset 0
+    zd = _zd(tmp_path, zip_bytes([]))
+    assert (zd.count, zd.cd_offset, zd.cd_size, zd.eocd_offset, zd.eocd_size) == (0, 0, 0, 0, 22)
+
+
+@pytest.mark.parametrize("comment", [0, 1, 1000, 65535])
+def test_end_record_with_a_comment(tmp_path, comment):
+    text = b"c" * comment
+    data = zip_bytes([("a", b"1")], comment=text)
+    zd = _zd(tmp_path, data)
+    assert zd.names == ["a"] and zd.eocd_size == 22 + comment
+    assert zd.eocd_offset == len(data) - 22 - comment
+    with zipfile.ZipFile(tmp_path / "e.zip") as z:
+        assert z.comment == text
+
+
+def test_end_record_followed_by_other_bytes(tmp_path):
+    """Bytes after the end record (its comment length does not reach the end): the last
+    record that fits is used, as zipfile does."""
+    data = zip_bytes([("a", b"1")]) + b"trailing junk"
+    zd = _zd(tmp_path, data)
+    assert zd.names == ["a"] and zd.eocd_offset == len(data) - 13 - 22 and zd.eocd_size == 22
+    # a signature in the last 21 bytes cannot start a record: skipped
+    data = zip_bytes([("a", b"1")]) + b"PK\x05\x06" + bytes(10)
+    assert _zd(tmp_path, data).eocd_offset == len(data) - 14 - 22
+
+
+def test_end_record_missing(tmp_path):
+    e = _zd_fails(tmp_path, bytes(21), TruncatedError)
+    assert (e.detail, e.structure, e.offset) == (
+        "21 bytes is too short for a zip archive (needs 22)", "zip end of central directory", 0)
+    e = _zd_fails(tmp_path, bytes(100), CorruptError)
+    assert (e.detail, e.structure, e.offset) == (
+        "no end of central directory record (PK\\x05\\x06) in the last 100 bytes",
+        "zip end of central directory", 0)
+    # the record lies before the 64 KiB + 22 bytes searched
+    data = zip_bytes([("a", b"1")]) + bytes(65536)
+    e = _zd_fails(tmp_path, data, CorruptError)
+    assert (e.detail, e.offset) == (
+        "no end of central directory record (PK\\x05\\x06) in the last 65557 bytes",
+        len(data) - 65557)
+    data = zip_bytes([("a", b"1")]) + bytes(65535 - 22)  # (just inside: found)
+    assert _zd(tmp_path, data).names == ["a"]
+
+
+def test_end_record_checks(tmp_path):
+    data = zip_bytes([("a", b"1"), ("bb", b"22")])
+    eocd = len(data) - 22
+    cd = struct.unpack_from("<I", data, eocd + 16)[0]
+    what = "zip end of central directory"
+    for at, fmt, value in ((8, "<H", 0xFFFF), (10, "<H", 0xFFFF), (12, "<I", 0xFFFFFFFF),
+                           (16, "<I", 0xFFFFFFFF)):
+        e = _zd_fails(tmp_path, _edit(data, eocd + at, fmt, value), CorruptError)
+        assert (e.detail, e.structure, e.offset) == (
+            "fields hold ZIP64 markers but there is no ZIP64 locator", what, eocd)
+    for at, value in ((4, 1), (6, 1), (8, 1)):
+        e = _zd_fails(tmp_path, _edit(data, eocd + at, "<H", value), wb.UnsupportedVersionError)
+        assert (e.detail, e.structure, e.offset) == (
+            "multi-disk zip archives are not supported", what, eocd)
+    e = _zd_fails(tmp_path, _edit(data, eocd + 16, "<I", eocd + 1), OutOfBoundsError)
+    assert (e.detail, e.structure, e.offset) == (
+        f"central directory [0x{eocd + 1:x}, +0x{eocd - cd:x}) runs past the end records at "
+        f"0x{eocd:x}", what, eocd)
+    e = _zd_fails(tmp_path, _edit(data, eocd + 12, "<I", eocd - cd + 1), OutOfBoundsError)
+    assert e.detail == (f"central directory [0x{cd:x}, +0x{eocd - cd + 1:x}) runs past the end "
+                        f"records at 0x{eocd:x}")
+    # the directory starts exactly at the end record: empty, fine
+    zd = _zd(tmp_path, _edit(_edit(_edit(_edit(data, eocd + 16, "<I", eocd), eocd + 12, "<I", 0),
+                                   eocd + 8, "<H", 0), eocd + 10, "<H", 0))
+    assert zd.names == [] and zd.cd_offset == eocd
+    d = _edit(_edit(data, eocd + 8, "<H", 3), eocd + 10, "<H", 3)
+    zd_size = eocd - cd
+    assert 3 * 46 > zd_size
+    e = _zd_fails(tmp_path, d, CorruptError)
+    assert (e.detail, e.structure, e.offset) == (
+        f"3 entries cannot fit a {zd_size}-byte central directory (46 bytes each at least)",
+        what, eocd)
+
+
+def test_prepended_bytes_shift_every_offset_as_zipfile_does(tmp_path):
+    stub = b"#!/bin/sh\nexit 0\n" + bytes(100)
+    data = stub + zip_bytes([("a", b"alpha"), ("b", b"beta")])
+    zd = _zd(tmp_path, data)
+    assert zd.prepended == len(stub)
+    with zipfile.ZipFile(tmp_path / "e.zip") as z:
+        infos = z.infolist()
+        assert zd.arrays["header_offset"].tolist() == [i.header_offset for i in infos]
+        assert [bytes(zd.view(zd.entry(k))) for k in range(2)] == [z.read(i) for i in infos]
+
+
+def _z64(members=None):
+    data, where = build_zip(members or [{"name": "a", "data": b"abc"}], zip64=True)
+    eocd = where["eocd"]
+    loc = eocd - 20
+    z64 = struct.unpack_from("<Q", data, loc + 8)[0]
+    return data, z64, loc, eocd, where["cd_offset"]
+
+
+def test_zip64_end_records(tmp_path):
+    data, z64, loc, eocd, cd = _z64()
+    zd = _zd(tmp_path, data)
+    assert (zd.zip64, zd.zip64_offset, zd.zip64_size, zd.locator_offset) == (True, z64, 56, loc)
+    assert (zd.count, zd.cd_offset, zd.cd_size, zd.eocd_offset) == (1, cd, z64 - cd, eocd)
+    assert zd.names == ["a"]
+    loc_what, what = "zip64 end of central directory locator", "zip64 end of central directory"
+    for at, value, n in ((4, 1, 1), (16, 2, 2)):
+        e = _zd_fails(tmp_path, _edit(data, loc + at, "<I", value), wb.UnsupportedVersionError)
+        assert (e.detail, e.structure, e.offset) == (
+            f"multi-disk zip archives are not supported ({n} disks)", loc_what, loc)
+    assert _zd(tmp_path, _edit(data, loc + 16, "<I", 0)).names == ["a"]  # 0 disks: as 1
+    e = _zd_fails(tmp_path, _edit(data, loc + 8, "<Q", loc - 55), OutOfBoundsError)
+    assert (e.detail, e.structure, e.offset) == (
+        f"zip64 end of central directory offset 0x{loc - 55:x} is not before its locator at "
+        f"0x{loc:x}", loc_what, loc + 8)
+    e = _zd_fails(tmp_path, _edit(data, z64, "<I", 0x06064B51), CorruptError)
+    assert (e.detail, e.structure, e.offset) == (
+        "bad signature 0x06064b51 (expected 0x06064b50)", what, z64)
+    for size in (43, 45):
+        e = _zd_fails(tmp_path, _edit(data, z64 + 4, "<Q", size), CorruptError)
+        assert (e.detail, e.structure, e.offset) == (
+            f"record size {size} does not fit before the locator at 0x{loc:x}", what, z64 + 4)
+    for at, value in ((16, 1), (20, 1)):
+        e = _zd_fails(tmp_path, _edit(data, z64 + at, "<I", value), wb.UnsupportedVersionError)
+        assert (e.detail, e.structure, e.offset) == (
+            "multi-disk zip archives are not supported", what, eocd)
+    e = _zd_fails(tmp_path, _edit(data, z64 + 24, "<Q", 2), wb.UnsupportedVersionError)
+    e = _zd_fails(tmp_path, _edit(data, z64 + 48, "<Q", z64 + 1), OutOfBoundsError)
+    assert (e.detail, e.structure, e.offset) == (
+        f"central directory [0x{z64 + 1:x}, +0x{z64 - cd:x}) runs past the end records at "
+        f"0x{z64:x}", what, eocd)
+    d = _edit(_edit(data, z64 + 24, "<Q", 5), z64 + 32, "<Q", 5)
+    e = _zd_fails(tmp_path, d, CorruptError)
+    assert (e.detail, e.structure, e.offset) == (
+        f"5 entries cannot fit a {z64 - cd}-byte central directory (46 bytes each at least)",
+        what, eocd)

@@ -3634,3 +3634,87 @@ def test_absent_names(tmp_path, monkeypatch):
     assert set(frames["named_data"]["key"]) == {""}
     assert set(frames["instructions"]["delegate"].dropna()) == {""}
     assert "forward delegate 0 ()" in set(frames["segments"]["used_by"])
+
+
+# --------------------------------------------------------------------------------------------
+# lifetimes from the oracle's instructions
+# --------------------------------------------------------------------------------------------
+
+def check_lifetimes(frames, oracle, path):
+    """first/last use, input/output, live range of every planned tensor, from the oracle's
+    instructions (list values expanded to their members); a view's writer may live longer."""
+    prog = oracle.read(path)
+    lt = frames["lifetimes"]
+    got = {(r[0], r[1]): r[2:] for r in _rows(lt, ["method", "value", "first", "last", "is_input",
+                                                    "is_output", "live_from", "live_to",
+                                                    "storage", "mem_id", "offset", "nbytes",
+                                                    "end_offset", "name"])}
+    want_keys = []
+    for plan in prog.program.execution_plan:
+        nv = len(plan.values)
+        ins = [i.instr_args for c in plan.chains for i in c.instructions]
+        uses: dict[int, list[int]] = {}
+        for p, a in enumerate(ins):
+            kind = type(a).__name__
+            args = (list(a.args) if kind in ("KernelCall", "DelegateCall") else
+                    [a.move_from, a.move_to] if kind == "MoveCall" else
+                    [a.cond_value_index] if kind == "JumpFalseCall" else [a.value_index])
+            for v in args:
+                if not 0 <= v < nv:
+                    continue
+                val = plan.values[v].val
+                members = ([x for x in val.items if 0 <= x < nv]
+                           if type(val).__name__ in ("TensorList", "OptionalTensorList") else [v])
+                for x in members:
+                    uses.setdefault(x, []).append(p)
+        n = len(ins)
+        for v, ev in enumerate(plan.values):
+            t = ev.val
+            if type(t).__name__ != "Tensor" or t.allocation_info is None:
+                continue
+            want_keys.append((plan.name, v))
+            u = uses.get(v)
+            first, last = (min(u), max(u)) if u else (None, None)
+            is_in, is_out = v in plan.inputs, v in plan.outputs
+            mutable = bool(t.data_buffer_idx and prog.program.mutable_data_segments)
+            start = 0 if is_in or mutable else first
+            end = n - 1 if (is_out or mutable) and n else (0 if is_out or mutable else last)
+            if is_in and not u and not is_out:
+                end = 0
+            g = got[(plan.name, v)]
+            a = t.allocation_info
+            off = a.memory_offset_low | (a.memory_offset_high << 32)
+            e = t.extra_tensor_info
+            name = (e.fully_qualified_name if e is not None and e.fully_qualified_name
+                    else f"{plan.name}/{v}")
+            assert g[:5] == (first, last, is_in, is_out, start), (plan.name, v)
+            assert g[6:] == ("mutable" if mutable else "planned", a.memory_id, off,
+                             prog.nbytes(t), off + prog.nbytes(t), name)
+            if end is None:
+                assert g[5] is None or g[5] >= 0
+            else:
+                assert g[5] is not None and g[5] >= end, (plan.name, v, g, end)
+    assert list(got) == want_keys
+
+
+@pytest.mark.parametrize("name", PTE_SAMPLES)
+def test_lifetimes_match_the_instructions(name, oracle, monkeypatch):
+    path = SAMPLES / name
+    frames = frames_both(path, monkeypatch, ["lifetimes"])
+    check_lifetimes(frames, oracle, path)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_lifetimes_of_random_methods(et, tmp_path, oracle, monkeypatch, seed):
+    import random
+
+    S, _ = et
+    rnd = random.Random(1000 + seed)
+
+    def edit(program, blobs):
+        base = program.execution_plan[0]
+        program.execution_plan += [_random_plan(S, rnd, base, f"r{k}") for k in range(3)]
+
+    path = build(et, tmp_path, edit)
+    frames = frames_both(path, monkeypatch, ["lifetimes"])
+    check_lifetimes(frames, oracle, path)
