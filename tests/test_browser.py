@@ -56,42 +56,46 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 
 @pytest.fixture(scope="module")
-def page(lab: Lab) -> Any:
-    from playwright.sync_api import sync_playwright
-
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as pw:
-        browser = launch_browser(pw, lab.home)
-        context = browser.new_context(viewport={"width": 1500, "height": 1800})
-        only_local(context)
-        pg = context.new_page()
-        console: list[str] = []
-        pg.on("console", lambda m: console.append(f"{m.type}: {m.text}") if m.type == "error" else None)
-        pg.console_errors = console  # type: ignore[attr-defined]
-        try:
-            yield pg
-        finally:
-            context.close()
-            browser.close()
-
-
-@pytest.fixture(scope="module")
-def static_page(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """A chromium page for static HTML (no JupyterLab), about as wide as GitHub's notebook view."""
+def playwright() -> Any:
+    """One Playwright driver for the module: a second ``sync_playwright()`` while one is open
+    refuses to start ("Sync API inside the asyncio loop")."""
     pytest.importorskip("playwright.sync_api", reason="playwright (Python) is not installed")
     from playwright.sync_api import sync_playwright
 
+    with sync_playwright() as pw:
+        yield pw
+
+
+@pytest.fixture(scope="module")
+def page(lab: Lab, playwright: Any) -> Any:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    browser = launch_browser(playwright, lab.home)
+    context = browser.new_context(viewport={"width": 1500, "height": 1800})
+    only_local(context)
+    pg = context.new_page()
+    console: list[str] = []
+    pg.on("console", lambda m: console.append(f"{m.type}: {m.text}") if m.type == "error" else None)
+    pg.console_errors = console  # type: ignore[attr-defined]
+    try:
+        yield pg
+    finally:
+        context.close()
+        browser.close()
+
+
+@pytest.fixture(scope="module")
+def static_page(tmp_path_factory: pytest.TempPathFactory, playwright: Any) -> Any:
+    """A chromium page for static HTML (no JupyterLab), about as wide as GitHub's notebook view."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     home = tmp_path_factory.mktemp("static-browser")
-    with sync_playwright() as pw:
-        browser = launch_browser(pw, home)
-        context = browser.new_context(viewport={"width": GITHUB_WIDTH, "height": 1200})
-        only_local(context)
-        try:
-            yield context.new_page()
-        finally:
-            context.close()
-            browser.close()
+    browser = launch_browser(playwright, home)
+    context = browser.new_context(viewport={"width": GITHUB_WIDTH, "height": 1200})
+    only_local(context)
+    try:
+        yield context.new_page()
+    finally:
+        context.close()
+        browser.close()
 
 
 def _settle(page: Any) -> None:
