@@ -184,7 +184,8 @@ class TraceColumns:
         dur, bad = durations(np.where(none, 0, start).astype(np.uint64), end)
         start_i = np.where(none | (start > _I64_MAX), 0, start).astype(np.int64)
         end_i = np.where(none | (end > _I64_MAX), 0, end).astype(np.int64)
-        allocs = [("; ".join(a) if a else "") for a in r["allocators"].tolist()] if n else []
+        allocs = [("; ".join("(unnamed)" if x is None else x for x in a) if a else "")
+                  for a in r["allocators"].tolist()] if n else []
         bundled = r["bundled_input_index"]
         return {
             "run": np.arange(n, dtype=np.int64),

@@ -184,6 +184,9 @@ class Archive:
         for h in items:
             if not isinstance(h, int) or isinstance(h, bool):
                 raise self._corrupt(e, where, f"debug handle {str(h)[:40]!r} is not an integer")
+            if not -2**63 <= h < 2**63:
+                raise self._corrupt(e, where, f"debug handle {str(h)[:40]!r} does not fit in "
+                                    "64 bits")
         return items
 
     def _debug_handle_map(self) -> list[tuple]:
@@ -300,10 +303,10 @@ def _handle(v: Any) -> int | None:
     """A node's debug handle: an int, or the decimal string the serializer writes."""
     if isinstance(v, bool):
         return None
-    if isinstance(v, int):
+    if isinstance(v, str) and v.strip().lstrip("-").isdigit() and len(v) < 21:
+        v = int(v)
+    if isinstance(v, int) and -2**63 <= v < 2**63:  # (a handle past int64 is no handle)
         return v
-    if isinstance(v, str) and v.strip().lstrip("-").isdigit() and len(v) < 20:
-        return int(v)
     return None
 
 
