@@ -179,3 +179,18 @@ def plain(column: Any) -> list:
     if isinstance(column, np.ndarray):
         return column.tolist()
     return column.to_numpy(dtype=object, na_value=None).tolist()
+
+
+def missing(v: Any) -> bool:
+    """A missing cell: None, NaN or pandas' NA (whose truth value raises).
+
+    Example:
+        >>> missing(None), missing(float("nan")), missing("a")
+        (True, True, False)
+    """
+    if v is None:
+        return True
+    try:
+        return bool(v != v)
+    except TypeError:  # pandas.NA
+        return True

@@ -49,6 +49,8 @@ import threading
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ._cols import missing as _missing
+
 if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.figure import Figure
@@ -894,16 +896,6 @@ def _summary(frame: pd.DataFrame, rooflines: pd.DataFrame) -> pd.DataFrame:
 # ------------------------------------------------------------------------------------------
 # The result
 # ------------------------------------------------------------------------------------------
-
-def _missing(v: Any) -> bool:
-    """None, NaN or pandas.NA."""
-    if v is None:
-        return True
-    try:
-        return bool(v != v)
-    except TypeError:  # pandas.NA
-        return True
-
 
 class Profile:
     """The result of :func:`profile`.

@@ -26,6 +26,7 @@ import tempfile
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ._cols import missing as _missing
 from .frames import build
 
 if TYPE_CHECKING:
@@ -225,13 +226,6 @@ def _tensor_index(prog: Artifact) -> dict[tuple[str, int], tuple[str, int, str]]
                                      t["storage"])}
 
 
-def _absent(x: Any) -> bool:
-    """A missing cell: None, NaN or pandas' NA (whose truth value raises)."""
-    import pandas as pd
-
-    return x is None or x is pd.NA or (isinstance(x, float) and x != x)
-
-
 def _handles(rec: Artifact | None) -> dict[tuple, tuple]:
     """(method, instruction[, delegate debug id]) -> (handles, nodes, ops, modules) from an
     ETRecord (empty without one)."""
@@ -246,9 +240,9 @@ def _handles(rec: Artifact | None) -> dict[tuple, tuple]:
     def add(key: tuple, method: str, rows: Any) -> None:
         hs = tuple(dict.fromkeys(int(h) for h in rows["debug_handle"].dropna()))
         # a node listed under several handles / rows is named once (in first-seen order)
-        pairs = dict.fromkeys((str(n), None if _absent(o) else str(o))
+        pairs = dict.fromkeys((str(n), None if _missing(o) else str(o))
                               for n, o in zip(rows["node"].astype(object), rows["op"].astype(object))
-                              if not _absent(n))
+                              if not _missing(n))
         ns = [n for n, _ in pairs]
         ops = [o for _, o in pairs if o is not None]
         mods = [module.get((method, x)) for x in ns]
