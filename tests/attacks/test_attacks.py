@@ -15,6 +15,7 @@ from . import (
     etdump_attacks,
     etrecord_attacks,
     flatbuffer_attacks,
+    found_attacks,
     json_attacks,
     pte_attacks,
     zip_attacks,
@@ -22,7 +23,8 @@ from . import (
 from ._common import SAMPLES, Case, exercise
 
 CASES: list[Case] = [*json_attacks.CASES, *zip_attacks.CASES, *flatbuffer_attacks.CASES,
-                     *pte_attacks.CASES, *etdump_attacks.CASES, *etrecord_attacks.CASES]
+                     *pte_attacks.CASES, *etdump_attacks.CASES, *etrecord_attacks.CASES,
+                     *found_attacks.CASES]
 #: Seconds one case may take (every entry point; a hang guard, scaled for runs of mutated
 #: code by WORKBENCH_TEST_TIME_SCALE), and bytes of Python/numpy memory beyond twice the
 #: file's size.
