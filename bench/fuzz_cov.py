@@ -542,6 +542,7 @@ def main(argv: list[str] | None = None) -> int:
         for proc in procs:
             _wait(proc, args.seconds + 600)
         if "atheris" in engines:  # its RSS check, without libFuzzer (see engine_replay)
+            (Path(args.out) / fmt / "replay" / "summary.json").unlink(missing_ok=True)
             cmd = [sys.executable, __file__, "--child", "--format", fmt, "--engine", "replay",
                    "--slow", str(args.slow), "--out", args.out]
             _wait(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL),
