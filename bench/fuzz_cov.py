@@ -406,6 +406,15 @@ def engine_atheris(args: argparse.Namespace) -> None:
     atheris.Fuzz()
 
 
+def replay(run: Run, inputs: list[bytes], passes: int, after_pass: Any = None) -> None:
+    """Run every input ``passes`` times through ``run.one`` (``after_pass(run)`` after each)."""
+    for _ in range(passes):
+        for data in inputs:
+            run.one(data)
+        if after_pass is not None:
+            after_pass(run)
+
+
 def engine_replay(args: argparse.Namespace) -> None:
     """The RSS check of an atheris run: libFuzzer's own tables and the instrumentation grow
     with every input (~7 MiB per 1,000 executions here), so the atheris process's peak says
@@ -425,9 +434,7 @@ def engine_replay(args: argparse.Namespace) -> None:
         if p.name in names:
             run.one(p.read_bytes())
     baseline = _vm("VmHWM")
-    for _ in range(2):
-        for p in files:
-            run.one(p.read_bytes())
+    replay(run, [p.read_bytes() for p in files], 2)
     peak = _vm("VmHWM")
     limit = baseline + 2 * run.largest + (64 << 20)
     rep = {"inputs": len(files), "execs": run.execs, "peak_rss_mib": peak >> 20,

@@ -41,14 +41,11 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"{args.corpus}: no inputs")
     with tempfile.TemporaryDirectory() as out:
         run = fuzz_cov.Run(args.format, "replay", Path(out), 1e9, 2.0)
-        for data in files:  # warm-up pass: imports, lazy set-up
-            run.one(data)
+        fuzz_cov.replay(run, files, 1)  # warm-up pass: imports, lazy set-up
         print(f"{len(files)} inputs; after warm-up: RSS {fuzz_cov._vm('VmRSS') >> 20} MiB")
-        for _ in range(args.passes):
-            for data in files:
-                run.one(data)
-            print(f"execs {run.execs}: RSS {fuzz_cov._vm('VmRSS') >> 20} MiB, "
-                  f"peak {fuzz_cov._vm('VmHWM') >> 20} MiB", flush=True)
+        fuzz_cov.replay(run, files, args.passes, lambda r: print(
+            f"execs {r.execs}: RSS {fuzz_cov._vm('VmRSS') >> 20} MiB, "
+            f"peak {fuzz_cov._vm('VmHWM') >> 20} MiB", flush=True))
     if cov is not None:
         cov.stop()
     return 0
