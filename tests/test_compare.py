@@ -475,3 +475,11 @@ def test_float_export_weights_found_as_groupwise_int4_constants(sample, tmp_path
             assert t.loc[name, "match"] == "dequantized", t[["name_a", "name_b", "match"]]
             assert t.loc[name, "dtype_b"] == "int4"
         assert t.loc["fc1.bias", "match"] == "content"
+
+
+def test_hashed_is_the_bool_false_until_hash_then_true(sample):
+    """``Comparison.hashed`` is exactly ``False`` before :meth:`Comparison.hash`, ``True`` after."""
+    with wb.compare(sample("mlp_portable.pte"), sample("mlp_external.pte")) as cmp:
+        assert cmp.hashed is False
+        assert cmp.hash(progress=False) is cmp
+        assert cmp.hashed is True

@@ -2275,3 +2275,149 @@ def test_zip64_end_records(tmp_path):
     assert (e.detail, e.structure, e.offset) == (
         f"5 entries cannot fit a {z64 - cd}-byte central directory (46 bytes each at least)",
         what, eocd)
+
+
+# --------------------------------------------------------------------------------------------
+# local extra fields and data descriptors, the legacy flat layout, the graph JSON scanner,
+# configs read on the JSON path
+# --------------------------------------------------------------------------------------------
+
+def _descriptor_zip(local_extra: bytes, data: bytes, descriptor: bytes) -> bytes:
+    """One stored member ``a`` with flag bit 3 (sizes in a data descriptor): its local header
+    (zero CRC and sizes, the given extra field), the data, ``descriptor``, then a central
+    directory whose record has no extra field, and the end record."""
+    crc = zlib.crc32(data)
+    local = struct.pack("<IHHHHHIIIHH", 0x04034B50, 20, 0x0808, 0, 0, 0, 0, 0, 0, 1,
+                        len(local_extra)) + b"a" + local_extra
+    body = local + data + descriptor
+    rec = struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 20, 20, 0x0808, 0, 0, 0, crc, len(data),
+                      len(data), 1, 0, 0, 0, 0, 0, 0) + b"a"
+    return body + rec + struct.pack("<4sHHHHIIH", b"PK\x05\x06", 0, 0, 1, 1, len(rec), len(body), 0)
+
+
+@pytest.mark.parametrize("zip64", [False, True], ids=["trailing-bytes", "second-field"])
+def test_local_zip64_field_after_another_extra_field(tmp_path, zip64):
+    """The local extra field is walked field by field up to its end: a ZIP64 field in second
+    place makes the descriptor's sizes 8 bytes (24 with the signature), while 2 trailing bytes
+    after the last whole field (here 01 00, the ZIP64 id) are not a field (descriptor 16)."""
+    data = b"hello"
+    crc = zlib.crc32(data)
+    first = struct.pack("<HH", 0xCAFE, 0)
+    if zip64:
+        extra = first + struct.pack("<HHQQ", 1, 16, len(data), len(data))
+        descriptor = b"PK\x07\x08" + struct.pack("<IQQ", crc, len(data), len(data))
+    else:
+        extra = first + b"\x01\x00"
+        descriptor = b"PK\x07\x08" + struct.pack("<III", crc, len(data), len(data))
+    raw = _descriptor_zip(extra, data, descriptor)
+    p = tmp_path / "d.zip"
+    p.write_bytes(raw)
+    with zipfile.ZipFile(p) as z:  # the oracle reads the member
+        assert z.read("a") == data and z.getinfo("a").flag_bits == 0x0808
+    zd = ZipDirectory(Source(p))
+    a = zd.arrays
+    assert a["local_extra"].tolist() == [len(extra)]
+    assert a["data_offset"].tolist() == [30 + 1 + len(extra)]
+    assert a["zip64"].tolist() == [False]  # (the central record has no ZIP64 field)
+    assert a["descriptor_size"].tolist() == [len(descriptor)] == [24 if zip64 else 16]
+    assert zd.entry(0).data_end + len(descriptor) == zd.cd_offset
+
+
+def test_legacy_flat_layout_finding(tmp_path):
+    """torch.export's flat zip (no archive_format, a serialized_exported_program.json) is named
+    by an info finding at that member's local header; no tensor is listed."""
+    data = zip_bytes([("version", b"1"), ("serialized_exported_program.json", b"{}"),
+                      ("serialized_state_dict.pt", b"\x80\x04}q\x00."),
+                      ("serialized_constants.pt", b"\x80\x04}q\x00.")])
+    p = tmp_path / "legacy.pt2"
+    p.write_bytes(data)
+    with zipfile.ZipFile(p) as z:
+        at = z.getinfo("serialized_exported_program.json").header_offset
+    assert at > 0
+    with wb.open(p) as art:
+        assert art.info["layout"] == "torch.export legacy flat layout (torch <= 2.7)"
+        assert finds(art)[0] == (
+            "info", "archive layout", at,
+            "torch.export legacy flat layout (torch <= 2.7): the graph is "
+            "serialized_exported_program.json and the weights are pickled in "
+            "serialized_state_dict.pt (listed, never unpickled), so no tensor is listed")
+        assert len(art.tensors) == 0
+
+
+def _escaped_graph(indent: int | None) -> bytes:
+    """A graph whose node targets need JSON escapes (written by ``json.dumps``: ``\\"``,
+    ``\\\\`` and ``\\u00e9``)."""
+    doc = json.loads(json.dumps(MIN_GRAPH))
+    nodes = doc["graph_module"]["graph"]["nodes"]
+    for t in ('my.op"quoted"', "back\\slash", "caf\u00e9", "caf\u00e9", "plain"):
+        nodes.append({"target": t, "inputs": [], "outputs": [], "metadata": {}})
+    return json.dumps(doc, indent=indent).encode()
+
+
+@pytest.mark.parametrize("indent", [None, 1], ids=["torch-form", "indented"])
+def test_graph_scan_decodes_escaped_targets(indent):
+    """The scan of a large graph (full parse off) decodes escaped node targets exactly as
+    ``json.loads`` does: the same counts under the same names."""
+    from workbench.formats.pt2.graph_json import graph_stats
+
+    raw = _escaped_graph(indent)
+    assert b'\\"' in raw and b"\\\\" in raw and b"\\u00e9" in raw
+    want = {"torch.ops.aten.relu.default": 1, 'my.op"quoted"': 1, "back\\slash": 1,
+            "caf\u00e9": 2, "plain": 1}
+    scanned = graph_stats(raw, full_parse_limit=0)
+    assert dict(scanned["targets"]) == want
+    assert scanned == graph_stats(raw, full_parse_limit=len(raw))
+    assert scanned["summary"]["nodes"] == 6 and scanned["summary"]["ops"] == 5
+
+
+def test_graph_positions_and_keys_honour_start_and_stop():
+    """``_positions`` / ``_keys`` look in ``raw[start:stop]`` only, the same on ``bytes``
+    (``bytes.find``) and on a memoryview (a regular expression)."""
+    from workbench.formats.pt2.graph_json import _STRING_VALUE, _keys, _positions
+
+    raw = b'{"k": "a", "k": "b", "k": "c"}'
+    k = b'"k"'
+    assert [raw.index(k, i) for i in (0, 2, 12)] == [1, 11, 21]
+    for buf in (raw, memoryview(raw)):
+        assert list(_positions(buf, k)) == [1, 11, 21]
+        assert list(_positions(buf, k, 2)) == [11, 21]
+        assert list(_positions(buf, k, 2, 24)) == [11, 21]
+        assert list(_positions(buf, k, 2, 23)) == [11]
+        assert list(_positions(buf, k, 12)) == [21]
+        assert list(_positions(buf, k, 22)) == []
+        assert [m.group(1) for m in _keys(buf, b"k", _STRING_VALUE, 2)] == [b"b", b"c"]
+        assert [m.group(1) for m in _keys(buf, b"k", _STRING_VALUE, 2, 20)] == [b"b"]
+
+
+def test_json_config_reads_raw_entries_as_one_block(tmp_path, monkeypatch):
+    """A config off torch's exact form (one pickled entry) takes the JSON path: its raw views
+    are read together as columns, and only the pickled entry is checked field by field."""
+    walked = []
+    slow = pt2_config._entry_slow
+
+    def spy(arc, model, kind_dir, cfg, fqn, meta):
+        walked.append(fqn)
+        return slow(arc, model, kind_dir, cfg, fqn, meta)
+
+    monkeypatch.setattr(pt2_config, "_entry_slow", spy)
+    pk = b"\x80\x04K\x01."
+    w = np.arange(12, dtype=np.float32).tobytes()
+    weights = {"a": entry(tensor_meta=tensor_meta(7, [2, 3])),
+               "p": {"path_name": "model.pt2w", "is_param": False, "use_pickle": True,
+                     "tensor_meta": tensor_meta(7, [2])},
+               "b": entry(is_param=False, tensor_meta=tensor_meta(7, [3], offset=3))}
+    p, art = _open_rows(tmp_path, weights, {"data/weights/weight_0": w,
+                                           "data/weights/model.pt2w": pk})
+    with art:
+        assert walked == ["p"]
+        base = data_offset(p, W0)
+        assert sorted(art.tensors["name"]) == ["a", "b", "p"]
+        a, b, pr = row(art, "a"), row(art, "b"), row(art, "p")
+        assert (a["kind"], a["shape"], a["offset"], a["nbytes"], a["storage"]) == \
+            ("parameter", (2, 3), base, 24, "zip")
+        assert (b["kind"], b["shape"], b["offset"], b["nbytes"], b["storage_offset"]) == \
+            ("buffer", (3,), base + 12, 12, 3)
+        assert (pr["storage"], pr["pickled"], pr["offset"]) == ("pickle", True, None)
+        m = art.frames["members"].set_index("name")
+        assert m.loc[W0, "used_by"] == "a; b"
+        np.testing.assert_array_equal(art.tensor("b"), np.arange(3, 6, dtype=np.float32))

@@ -176,15 +176,21 @@ def test_slices_default_to_range(src):
 
 class _Preadv:
     """A stand-in for ``os.preadv`` that serves at most ``step`` bytes per call from the real
-    file (then ``zeros_after`` calls in, 0 bytes: a short read) and records every call."""
+    file (then ``zeros_after`` calls in, 0 bytes: a short read) and records every call; more
+    than ``max_calls`` calls is a read loop that makes no progress (failed, not hung)."""
 
-    def __init__(self, data: bytes, step: int, zeros_after: int | None = None) -> None:
+    def __init__(self, data: bytes, step: int, zeros_after: int | None = None,
+                 max_calls: int = 100) -> None:
         self.data, self.step, self.zeros_after = data, step, zeros_after
+        self.max_calls = max_calls
         self.calls: list[tuple[int, int]] = []
 
     def __call__(self, fd, buffers, offset):
         (buf,) = buffers
         self.calls.append((offset, len(buf)))
+        if len(self.calls) > self.max_calls:
+            raise AssertionError(f"{self.max_calls} reads and still reading: no progress "
+                                 f"(last: {self.calls[-3:]})")
         if self.zeros_after is not None and len(self.calls) > self.zeros_after:
             if len(self.calls) > self.zeros_after + 1:
                 raise AssertionError("read again after the file ended")
@@ -196,6 +202,7 @@ class _Preadv:
 
 @pytest.mark.parametrize("step", [1, 3])
 def test_partial_reads_are_continued_where_they_stopped(src, path, monkeypatch, step):
+    """Short reads add up: each next read starts where the bytes read so far end (no re-read)."""
     import numpy as np
 
     import workbench.source as source
