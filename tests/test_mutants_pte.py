@@ -3718,3 +3718,214 @@ def test_lifetimes_of_random_methods(et, tmp_path, oracle, monkeypatch, seed):
     path = build(et, tmp_path, edit)
     frames = frames_both(path, monkeypatch, ["lifetimes"])
     check_lifetimes(frames, oracle, path)
+
+
+# --------------------------------------------------------------------------------------------
+# behaviours pinned by the triage of surviving mutants (group B: .pte / .ptd readers)
+# --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("start", [0, 16])
+def test_extended_header_magic_without_room_for_its_length(tmp_path, start):
+    """'eh00' followed by fewer than 4 bytes: a TruncatedError naming the header's length
+    field and its offset (read directly and through read_header)."""
+    p = _program_file(tmp_path, b"ET12eh00\x01\x02", start)
+    size = start + 4 + 10
+    want = ("TruncatedError", "h.pte", "extended header length", start + 12,
+            f"4 bytes run past the end (size 0x{size:x})")
+    with Source(p) as s:
+        assert s.size == size
+        assert raises(pte_header.ExtendedHeader.read, s, start + 8) == want
+        assert raises(pte_header.read_header, s, start, size) == want
+
+
+@pytest.mark.parametrize("slot,name", [(1, "segments"), (2, "named_data")])
+def test_ptd_vector_count_past_the_flatbuffer(slot, name, tmp_path, monkeypatch):
+    """A FlatTensor segments / named_data vector whose count runs past the flatbuffer: the
+    same TruncatedError on the fast and the scalar path, naming the vector and its offset."""
+    segments, named = PTD_CASES["simple"]
+    data = bytearray(ptd_bytes(segments, named))
+    fb_end = 48 + struct.unpack_from("<Q", data, 24)[0]  # flatbuffer_offset + flatbuffer_size
+    path = _w(tmp_path, bytes(data), "t.ptd")
+    with Source(path) as s:
+        root = FlatBuffer(s, 0, fb_end, identifier=b"FT01", name="FlatTensor").root("FlatTensor")
+        start, n = root.vector(slot, 4)
+    assert n == 3
+    struct.pack_into("<I", data, start - 4, 0x10000000)
+    path.write_bytes(bytes(data))
+    assert ptd_error_both(path, monkeypatch) == (
+        "TruncatedError", "t.ptd", f"FlatTensor.{name}", start - 4,
+        f"vector of 268435456 x 4-byte elements runs past the end of the FlatTensor flatbuffer "
+        f"(0x{fb_end:x})")
+
+
+def test_a_broken_blob_leaves_the_other_blobs_whole(et, tmp_path, monkeypatch):
+    """Two XNNPACK delegates, the second blob broken: the first is still read in full (its
+    constants are the program's own named data, in this file), the second is one opaque range
+    and an error finding naming its header field and offset."""
+    import copy
+
+    _, variants = et
+    program, blobs = variants.split((SAMPLES / "mlp_xnnpack.pte").read_bytes())
+    plan = program.execution_plan[0]
+    broken = bytearray(blobs[plan.delegates[0].processed.index])
+    assert broken[4:8] == b"XH00" and struct.unpack_from("<HI", broken, 8) == (30, 0x20)
+    struct.pack_into("<I", broken, 14, 0x10000)  # flatbuffer_size: far past the blob
+    second = copy.deepcopy(plan.delegates[0])
+    second.processed.index = len(blobs)
+    plan.delegates.append(second)
+    path = _w(tmp_path, variants.assemble(program, [*blobs, bytes(broken)]), "two.pte")
+    with wb.open(SAMPLES / "mlp_xnnpack.pte", data=[]) as art:
+        want = art.frames["delegate_tensors"]
+        want_backend = art._parsed.extra["delegate_blobs"].backends()[0]
+    with wb.open(path, data=[]) as art:
+        d = art.frames["delegates"]
+        off1, size1 = int(d["offset"].iloc[1]), int(d["size"].iloc[1])
+        assert art._parsed.extra["delegate_blobs"].backends() == [want_backend, (None, None)]
+        assert [f for f in art._parsed.findings if f["severity"] == "error"] == [{
+            "severity": "error",
+            "structure": "forward delegate 1 (XnnpackBackend): XNNPACK header (XH00).flatbuffer_offset",
+            "offset": off1 + 10,
+            "message": "the delegate blob cannot be taken apart: flatbuffer [0x20, +0x10000) does "
+                       f"not fit between the header (30 bytes) and the end of the blob (size "
+                       f"0x{size1:x}) (shown as one opaque range)"}]
+        got = art.frames["delegate_tensors"]
+        nd = art.frames["named_data"].set_index("key")
+        seg = art.frames["segments"]
+        assert seg[seg["index"] == d["data_index"].iloc[1]][["offset", "size"]].values.tolist() == [
+            [off1, size1]]
+        assert (seg["index"] == d["data_index"].iloc[0]).sum() >= 2  # split into sub-segments
+    same = [c for c in want.columns if c not in ("file", "offset", "align")]
+    pd.testing.assert_frame_equal(got[same], want[same], check_exact=True)
+    named = got["named_key"].notna()
+    assert named.any() and (got["storage"].astype(str)[named] == "named_data").all()
+    assert list(got["file"][named]) == [str(path)] * int(named.sum())
+    assert list(got["offset"][named]) == [nd.loc[k, "offset"] for k in got["named_key"][named]]
+
+
+def test_external_tensor_larger_than_its_entry(et, tmp_path, monkeypatch):
+    """Two external tensors share the fqn 'fc2.bias', the first 8 times larger than the data
+    file's entry: that one is missing, with an error finding naming the tensor, the entry's
+    offset and both sizes; the other still lies in the data file."""
+    S, _ = et
+    ptd = SAMPLES / "mlp_external.ptd"
+
+    def edit(program, blobs):
+        plan = program.execution_plan[0]
+        bias = next(ev.val for ev in plan.values if type(ev.val).__name__ == "Tensor"
+                    and ev.val.extra_tensor_info is not None
+                    and ev.val.extra_tensor_info.fully_qualified_name == "fc2.bias")
+        assert list(bias.sizes) == [8]
+        big = S.Tensor(scalar_type=bias.scalar_type, storage_offset=0, sizes=[64], dim_order=[0],
+                       requires_grad=False, layout=0, data_buffer_idx=0, allocation_info=None,
+                       shape_dynamism=S.TensorShapeDynamism(0),
+                       extra_tensor_info=S.ExtraTensorInfo(
+                           fully_qualified_name="fc2.bias",
+                           location=S.TensorDataLocation.EXTERNAL))
+        plan.values += [S.EValue(big), S.EValue(bias)]
+
+    path = build(et, tmp_path, edit, sample="mlp_external.pte")
+    with wb.open(ptd) as one:
+        entry = one.frames["named_data"].set_index("key").loc["fc2.bias"]
+        entry_off, entry_size = int(entry["offset"]), int(entry["size"])
+    assert entry_size == 32
+    got = []
+    for fast in (True, False):
+        from workbench.formats.pte import program as pte_program
+
+        monkeypatch.setattr(pte_program, "FAST", fast)
+        with wb.open(path, data=[ptd]) as art:
+            t = art.tensors  # placed when the frame is made: the findings come with it
+            findings = [f for f in art._parsed.findings if f["structure"] == "tensor 'fc2.bias'"]
+            t = t[(t["name"] == "fc2.bias") & (t["storage"] == "external")]
+            got.append((findings, _rows(t, ["nbytes", "missing", "file", "offset"])))
+    assert got[0] == got[1]
+    findings, rows = got[0]
+    assert findings == [{"severity": "error", "structure": "tensor 'fc2.bias'", "offset": entry_off,
+                         "message": "256 bytes expected but the data file holds 32"}]
+    assert rows == [(32, False, str(ptd), entry_off), (256, True, None, None),
+                    (32, False, str(ptd), entry_off)]
+
+
+def _planned(S, off, n=4):
+    return S.EValue(S.Tensor(
+        scalar_type=S.ScalarType.FLOAT, storage_offset=0, sizes=[n], dim_order=[0],
+        requires_grad=False, layout=0, data_buffer_idx=0,
+        allocation_info=S.AllocationDetails(memory_id=1, memory_offset_low=off,
+                                            memory_offset_high=0),
+        shape_dynamism=S.TensorShapeDynamism(0), extra_tensor_info=None))
+
+
+def test_delegate_call_that_only_writes(et, tmp_path, oracle, monkeypatch):
+    """A delegate call whose every argument is a fresh planned tensor writes them all and
+    reads none, on the vectorised and on the per-instruction walk."""
+    S, _ = et
+
+    def edit(program, blobs):
+        meta = program.execution_plan[0].container_meta_type
+        ins = [S.Instruction(S.DelegateCall(0, [1, 2])), S.Instruction(S.DelegateCall(0, [0, 1, 3])),
+               S.Instruction(S.DelegateCall(0, [3]))]
+        program.execution_plan.append(S.ExecutionPlan(
+            name="writes", container_meta_type=meta,
+            values=[_planned(S, 0), _planned(S, 16), _planned(S, 32), _planned(S, 48)],
+            inputs=[0], outputs=[3],
+            chains=[S.Chain(inputs=[], outputs=[], instructions=ins, stacktrace=None)],
+            operators=[], delegates=[], non_const_buffer_sizes=[0, 64]))
+
+    path = build(et, tmp_path, edit)
+    frames = _frames_walks(path, monkeypatch, ["instructions", "lifetimes"])
+    check_lifetimes(frames, oracle, path)
+    ins = frames["instructions"]
+    ins = ins[ins["method"] == "writes"]
+    assert ins["reads"].tolist() == [(), (0, 1), (3,)]
+    assert ins["writes"].tolist() == [(1, 2), (3,), ()]
+
+
+def test_delegate_calls_counted_only_for_delegate_calls(et, tmp_path, oracle, monkeypatch):
+    """Move, jump-false and free instructions whose first field equals a delegate's index
+    add nothing to that delegate's calls (on both paths)."""
+    S, _ = et
+    base = _instruction_program(S)
+    L = S.DataLocation
+
+    def edit(program, blobs):
+        base(program, blobs)
+        kinds = program.execution_plan[-1]
+        kinds.delegates = [S.BackendDelegate(
+            id="FooBackend", processed=S.BackendDelegateDataReference(L.INLINE, 0),
+            compile_specs=[])]
+        program.backend_delegate_data = [S.BackendDelegateInlineData(data=b"opaque blob")]
+        # Move(0, 1), JumpFalse(2, 4), Free(1): fields 0 name delegates 0, 2 and 1
+        kinds.delegates += [S.BackendDelegate(
+            id=f"Other{k}", processed=S.BackendDelegateDataReference(L.INLINE, 0),
+            compile_specs=[]) for k in (1, 2)]
+
+    path = build(et, tmp_path, edit)
+    frames = frames_both(path, monkeypatch, ["methods", "values", "operators", "delegates"])
+    check_program_frames(frames, oracle, path)
+    d = frames["delegates"]
+    assert d[["method", "index", "calls"]].astype(object).values.tolist() == [
+        ["kinds", 0, 1], ["kinds", 1, 0], ["kinds", 2, 0]]
+
+
+def test_method_inputs_and_outputs_keep_their_sign(et, tmp_path, oracle, monkeypatch):
+    """ExecutionPlan.inputs / outputs are [int] (i32): ProgramReader keeps negative entries
+    negative, as ExecuTorch's deserializer reads them, on both paths."""
+    from workbench.formats.pte import ProgramReader
+    from workbench.formats.pte import program as pte_program
+
+    def edit(program, blobs):
+        plan = program.execution_plan[0]
+        plan.inputs = [*plan.inputs, -1]
+        plan.outputs = [*plan.outputs, -1, -(2**31)]
+
+    path = build(et, tmp_path, edit)
+    want = oracle.read(path).program.execution_plan[0]
+    assert list(want.outputs)[-2:] == [-1, -(2**31)]
+    for fast in (True, False):
+        monkeypatch.setattr(pte_program, "FAST", fast)
+        with Source(path) as s:
+            r = ProgramReader(s, 0, s.size)
+            r.parse()
+            m = r.methods[0]
+            assert (tuple(m.inputs), tuple(m.outputs)) == (tuple(want.inputs), tuple(want.outputs))
+    frames = frames_both(path, monkeypatch, ["methods", "values", "operators", "delegates"])
+    check_program_frames(frames, oracle, path)
