@@ -2835,3 +2835,49 @@ def test_xnnpack_unknown_union_types(fast, tmp_path, monkeypatch):
     ok = patched(fb, fb_field(fb, node, 0), "<B", 47)  # XNNCos: input_id, output_id, flags
     (row,) = column_rows(look(_xnn(ok, bytes(16)), "XnnpackBackend").nodes)
     assert row["op"] == "Cos"
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_xnnpack_inline_float32_scales_take_four_bytes_each(fast, tmp_path, monkeypatch):
+    """Inline per-channel (and group) float32 scales span exactly 4 bytes per scale on both
+    readers, whatever their count (8 and 10 scales: 32 and 40 bytes)."""
+    _reader(monkeypatch, fast)
+    doc = {"constant_data": [{"offset": 0, "size": 0}],
+           "xvalues": [_quant(_tv("qcint8", [8, 2], id_out=0), "PerChannelQuant",
+                              {"scale": [float(k) for k in range(1, 9)], "channel_dim": 0}),
+                       _quant(_tv("qbint4", [2, 10], id_out=1), "PerChannelGroupQuant",
+                              {"scale": [0.5] * 10, "channel_dim": 0, "group_size": 2})]}
+    fb = flatc(XNN_SCHEMA, doc, tmp_path)
+    info = look(_xnn(fb), "XnnpackBackend")
+    xv = fb_tables(fb, fb_root(fb), 2)
+    scales = [AT + 32 + fb_ref(fb, fb_ref(fb, fb_ref(fb, xv[i], 1), 2), 0) + 4 for i in (0, 1)]
+    rows = column_rows(info.tensors)
+    assert [(r["scale_dtype"], r["scale_storage"], r["scale_file"], r["scale_offset"],
+             r["scale_nbytes"], r["num_scales"]) for r in rows] == [
+        ("float32", "inline", FILE, scales[0], 32, 8),
+        ("float32", "inline", FILE, scales[1], 40, 10)]
+    assert info.findings == []
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_xnnpack_graph_without_nodes_keeps_integer_node_columns(fast, tmp_path, monkeypatch):
+    """A graph with no xnodes gives empty node columns of the documented dtypes (int64 flags,
+    not numpy's float64 default), so that concatenating it with another blob's nodes keeps
+    the flags integers."""
+    from workbench.formats.delegates._columns import node_columns
+
+    _reader(monkeypatch, fast)
+    empty = look(_xnn(flatc(XNN_SCHEMA, _small_doc(xnodes=[]), tmp_path), bytes(16)),
+                 "XnnpackBackend", index=0)
+    assert {k: (np.asarray(v.codes if isinstance(v, Coded) else v).dtype, len(v))
+            for k, v in empty.nodes.items()} == {
+        "node": (np.int64, 0), "op": (np.int64, 0), "inputs": (object, 0),
+        "outputs": (object, 0), "flags": (np.int64, 0), "debug_handle": (np.int64, 0),
+        "output_min": (np.float64, 0), "output_max": (np.float64, 0)}
+    add = {"input1_id": 0, "input2_id": 0, "output_id": 1, "flags": 3}
+    full = look(_xnn(flatc(XNN_SCHEMA, _small_doc(xnodes=[
+        {"xnode_union_type": "XNNAdd", "xnode_union": add}]), tmp_path), bytes(16)),
+        "XnnpackBackend", index=1)
+    cols = node_columns([empty, full])
+    assert cols["flags"].dtype == np.int64 and cols["flags"].tolist() == [3]
+    assert [type(v) for v in cols["flags"].tolist()] == [int]

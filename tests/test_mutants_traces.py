@@ -1084,6 +1084,25 @@ def test_bad_tensors(tmp_path, monkeypatch, case):
     assert e.offset == {"type": type_at, "table": tpos, "offset": off_at}[where]
 
 
+def test_negative_tensor_offset_in_the_last_bytes_of_the_flatbuffer(tmp_path, monkeypatch):
+    """A negative debug-buffer offset stored in the last 8 bytes of the flatbuffer (the
+    tensor table's trailing field) is a CorruptError at that field, on both paths."""
+    t = Trace()
+    tensor = t._table([(S.Tensor.offset, "i64", -8), (S.Tensor.scalar_type, "i8", 6)])
+    data = t.finish([t.run("Execute", [
+        t.event(profile=t.profile("p", 0, 0, 1, 2)),
+        t.event(debug=t.debug(0, 4, t.value(S.Value.TENSOR, tensor=tensor)))])])
+    p = tmp_path / "bad.etdp"
+    p.write_bytes(data)
+    _, _, off_at = tensor_pos(p)
+    assert off_at + 8 == len(data)  # the field ends the table, the table ends the buffer
+    assert fast_refuses(p) == "negative offset"
+    e = error_both(tmp_path, data, monkeypatch)
+    assert (type(e), e.structure, e.offset, e.detail) == (
+        wb.CorruptError, "ETDump.run_data[0].events[1].debug_event.debug_entry.tensor", off_at,
+        "offset -8 in the debug buffer is negative")
+
+
 def test_bad_tensor_in_a_list(tmp_path, monkeypatch):
     data = value_trace(lambda t: t.value(S.Value.TENSOR_LIST, tensor_list=t.tensor_list(
         [t.tensor(6, [1], [1], 0), t.tensor(6, [-2], [1], 0)])))
@@ -2401,3 +2420,24 @@ def test_absent_fields_take_the_schema_defaults(tmp_path, monkeypatch, fast):
     assert [type(v) for v in values(dv, "value")[:3]] == [int, float, bool]
     assert values(dv, "output") == [None, None, False, None]
     assert values(dv, "delegate_debug_id_int") == [None] * 4
+
+
+def test_delegate_metadata_at_the_end_of_the_flatbuffer_is_read_vectorised(tmp_path,
+                                                                           monkeypatch):
+    """A profile event's delegate_debug_metadata bytes that end the flatbuffer are read by the
+    vectorised path itself (no fallback): exact offset, size and bytes, as the scalar path and
+    flatc's decoding give them."""
+    meta = bytes(range(1, 33))
+    t = Trace()
+    first = t.profile(None, 0, 1, 10, 20, dd_int=5, meta=meta)  # the first object: the tail
+    data = t.finish([t.run("Execute", [t.event(profile=first),
+                                       t.event(profile=t.profile("b", 0, 2, 30, 40))])])
+    assert data.endswith(meta)
+    got = {}
+    for fast in (True, False):
+        ev = open_trace(tmp_path, data, None, fast, monkeypatch).frames["events"]
+        got[fast] = (values(ev, "metadata_offset"), values(ev, "metadata_size"))
+    assert got[True] == got[False] == ([len(data) - len(meta), None], [len(meta), None])
+    assert walk(tmp_path / "t.etdp")["meta"] == [(len(data) - len(meta), len(meta)), None]
+    assert [e.profile_event.delegate_debug_metadata for e in flatcc(data).run_data[0].events] \
+        == [meta, None]
