@@ -3497,6 +3497,8 @@ def no_fallback(monkeypatch):
     monkeypatch.setattr(instructions.InstructionColumns, "_rw_method", refuse("_rw_method"))
     monkeypatch.setattr(columns, "_value_summary", refuse("_value_summary"))
     monkeypatch.setattr(ptd_reader, "_entries_slow", refuse("_entries_slow"))
+    monkeypatch.setattr(program.ProgramReader, "_segments_slow", refuse("_segments_slow"))
+    monkeypatch.setattr(program.ProgramReader, "_named_slow", refuse("_named_slow"))
 
 
 def _read_all(path, **kw):

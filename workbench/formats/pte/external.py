@@ -27,6 +27,77 @@ _HEX_KEY = re.compile(rb"[0-9a-f]{64}")
 MAX_SCANNED_BLOB = DELEGATE_SCAN_MAX_BYTES
 
 
+def _runs(raw: np.ndarray, member: np.ndarray, shortest: int) -> list[tuple[int, int]]:
+    """``(start, end)`` of every maximal run of bytes for which ``member`` (a 256-entry
+    bool table) is true in the ``uint8`` array ``raw``, at least ``shortest`` long."""
+    if not len(raw):
+        return []
+    edges = np.diff(member[raw].view(np.int8), prepend=np.int8(0), append=np.int8(0))
+    starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+    keep = ends - starts >= shortest
+    return list(zip(starts[keep].tolist(), ends[keep].tolist()))
+
+
+_HEX_DIGITS = np.zeros(256, bool)
+_HEX_DIGITS[list(b"0123456789abcdef")] = True
+
+
+def _hex_runs(blob: memoryview) -> set[str]:
+    """The distinct 64-hex-digit keys in ``blob``, as ``_HEX_KEY.findall`` finds them: each
+    run of hex digits holds ``len // 64`` keys, one after the other from its start."""
+    raw = np.frombuffer(blob, np.uint8)
+    out = set()
+    for start, end in _runs(raw, _HEX_DIGITS, 64):
+        for p in range(start, end - 63, 64):
+            out.add(bytes(blob[p:p + 64]).decode("ascii"))
+    return out
+
+
+class _Substrings:
+    """Which of many keys occur in a byte string, in time that grows with the string and not
+    with the number of keys (``key in blob`` per key costs keys x blob).
+
+    Every occurrence of a key lies inside a maximal run of bytes that occur in some key, so
+    only those runs (at least as long as the shortest key) are looked at: a run that is a key
+    is found by one set lookup, a longer run by its windows of every key length. When long
+    runs would cost more than scanning the string once per key, the string is scanned per key.
+    """
+
+    #: the Python work of one window lookup, in units of one byte scanned by ``bytes.find``
+    WINDOW_COST = 64
+
+    def __init__(self, keys: list[str]) -> None:
+        self.keys = {k.encode(): k for k in keys}
+        self.lengths = sorted({len(b) for b in self.keys})
+        self.member = np.zeros(256, bool)
+        self.member[list(set(b"".join(self.keys)))] = True
+
+    def within(self, blob: memoryview) -> list[str]:
+        """The keys that occur in ``blob`` (in the order of the runs that hold them)."""
+        keys, shortest = self.keys, self.lengths[0]
+        hits: dict[bytes, None] = {}
+        long_runs = []
+        for start, end in _runs(np.frombuffer(blob, np.uint8), self.member, shortest):
+            run = bytes(blob[start:end])
+            if run in keys:
+                hits[run] = None
+            if end - start > shortest:
+                long_runs.append(run)
+        work = sum(len(r) for r in long_runs) * len(self.lengths) * self.WINDOW_COST
+        if work > len(keys) * len(blob):
+            raw = bytes(blob)
+            return [k for b, k in keys.items() if b in raw]
+        for run in long_runs:
+            for n in self.lengths:
+                if n >= len(run):
+                    break
+                for i in range(len(run) - n + 1):
+                    w = run[i:i + n]
+                    if w in keys:
+                        hits[w] = None
+        return [keys[b] for b in hits]
+
+
 class Want(NamedTuple):
     """What an external tensor needs of a data file's entry."""
     dtype: str
@@ -53,7 +124,7 @@ class External:
         self.wants = self._external_wants()
         self.data: list[Parsed] = []
         self.data_choice: dict[str, tuple[str, int]] = {}
-        self.key_users: dict[str, list[str]] = {}
+        self._key_users: dict[str, list[str]] | None = None
         self._hex_key_cache: dict[str, list[str]] | None = None
 
     def _blobs(self) -> list[tuple[str, memoryview]]:
@@ -72,8 +143,8 @@ class External:
         if found is None:
             found = {}
             for label, blob in self._blobs():
-                for m in set(_HEX_KEY.findall(blob)):
-                    found.setdefault(m.decode(), []).append(label)
+                for key in _hex_runs(blob):
+                    found.setdefault(key, []).append(label)
             self._hex_key_cache = found
         return found
 
@@ -83,11 +154,10 @@ class External:
         plain = [k for k in candidates
                  if k and not (len(k) == 64 and _HEX_KEY.fullmatch(k.encode()))]
         if plain and len(plain) <= 4096:
+            search = _Substrings(plain)
             for label, blob in self._blobs():
-                raw = bytes(blob)
-                for key in plain:
-                    if key.encode() in raw:
-                        found.setdefault(key, []).append(label)
+                for key in search.within(blob):
+                    found.setdefault(key, []).append(label)
         return found
 
     def _external_wants(self) -> dict[str, Want]:
@@ -128,10 +198,18 @@ class External:
                     p.sources[p.path].close()
                 if not unresolved:
                     break
-        keys = set(own)
-        for p in self.data:
-            keys.update(p.extra["ptd"].by_key)
-        self.key_users = self._delegate_keys(keys)
+
+    @property
+    def key_users(self) -> dict[str, list[str]]:
+        """key -> delegates whose blob mentions it, for every named-data key of the program
+        and of the attached data files (worked out on first use: the named_data frame)."""
+        users = self._key_users
+        if users is None:
+            keys = {k for k, _ in self.named}
+            for p in self.data:
+                keys.update(p.extra["ptd"].by_key)
+            users = self._key_users = self._delegate_keys(keys)
+        return users
 
     def resolves(self, p: Parsed) -> set[str]:
         """The keys this program wants that the parsed ``.ptd`` ``p`` holds: external tensors

@@ -127,6 +127,31 @@ class ProgramReader:
                         enumerate(prog.tables(Program.execution_plan, "execution_plan"))]
 
     def _segments(self, prog: Table) -> list[Span]:
+        """``Program.segments`` as absolute spans (vectorised; the scalar reader names the
+        first bad segment)."""
+        try:
+            if not self.fast:
+                raise SlowPath("disabled")
+            return self._segments_fast(prog)
+        except SlowPath:
+            return self._segments_slow(prog)
+
+    def _segments_fast(self, prog: Table) -> list[Span]:
+        start, n = prog.vector(Program.segments, 4, "segments")
+        S = self.vec.table_vector(start, n, "Program.segments")
+        offs = S.scalar(DataSegment.offset, "<u8")
+        sizes = S.scalar(DataSegment.size, "<u8")
+        if self.segment_base is None:
+            if offs.any() or sizes.any():
+                raise SlowPath("segment data without an extended header")
+            return [Span(self.start + self.program_size, 0)] * n
+        if n and (offs.max() >= 1 << 62 or sizes.max() >= 1 << 62
+                  or (offs + sizes).max() > self.segment_data_size):
+            raise SlowPath("segment out of range")
+        base = self.segment_base
+        return [Span(base + o, z) for o, z in zip(offs.tolist(), sizes.tolist())]
+
+    def _segments_slow(self, prog: Table) -> list[Span]:
         segments = []
         for k, seg in enumerate(prog.tables(Program.segments, "segments")):
             off, size = seg.u64(DataSegment.offset), seg.u64(DataSegment.size)
@@ -197,6 +222,25 @@ class ProgramReader:
         return Subsegment(si, offsets, base)
 
     def _named(self, prog: Table) -> list[NamedEntry]:
+        """``Program.named_data`` as (key, segment index) (vectorised; the scalar reader
+        names the first bad entry)."""
+        try:
+            if not self.fast:
+                raise SlowPath("disabled")
+            return self._named_fast(prog)
+        except SlowPath:
+            return self._named_slow(prog)
+
+    def _named_fast(self, prog: Table) -> list[NamedEntry]:
+        start, n = prog.vector(Program.named_data, 4, "named_data")
+        N = self.vec.table_vector(start, n, "Program.named_data")
+        keys = self.vec.strings(N.ref(NamedData.key)).tolist()
+        si = N.scalar(NamedData.segment_index, "<u4")
+        if n and int(si.max()) >= len(self.segments):
+            raise SlowPath("segment index out of range")
+        return [NamedEntry(k if k is not None else "", i) for k, i in zip(keys, si.tolist())]
+
+    def _named_slow(self, prog: Table) -> list[NamedEntry]:
         named = []
         for t in prog.tables(Program.named_data, "named_data"):
             key = t.string(NamedData.key, "key")
