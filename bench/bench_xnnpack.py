@@ -31,9 +31,10 @@ For each file four sides are timed, each in fresh subprocesses (medians over ``-
   ``vulkan_graph_serialize.flatbuffer_to_vk_graph`` does for Vulkan; the XNNPACK module has
   only the serializing half). flatc writes bare ``inf``; the reference's JSON gets a cheap
   fix-up first.
-* **ours_open** / **reference_open** (end to end): the same, finding the blobs themselves:
-  ``workbench.open`` + its ``delegates`` and ``named_data`` frames, against
-  ``deserialize_pte_binary`` + the reference decoding above.
+* **ours_open** / **reference_open** (end to end, from the file): ``workbench.open`` and
+  **every frame** the program has (segments with the blobs' sub-segments, tensors, named data
+  with the graph's dtypes, delegate_tensors, delegate_nodes, instructions, ...), against
+  ``deserialize_pte_binary`` (which finds the blobs) + the reference decoding above.
 
 Imports are not timed; each worker first runs its operation once, untimed, on the blob of
 ``sample_models/wide_xnnpack_8da4w.pte`` listed twice (lazy library set-up of both the
@@ -69,8 +70,9 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 WARMUP = str(REPO_ROOT / "sample_models" / "wide_xnnpack_8da4w.pte")
 RESULT_MARKER = "@@BENCH_RESULT "
 SIDES = ("ours", "reference")
-#: key -> minimum speed-up over the reference
+#: key -> minimum speed-up over the reference (blobs; and end to end, from the file)
 TARGETS = {"q2000": 100.0}
+TARGETS_OPEN = {"q2000": 100.0}
 
 
 @dataclass(frozen=True)
@@ -177,26 +179,20 @@ def _ours(with_open: bool):
     from workbench.source import Source
 
     def op(p: str, layout: dict):
-        if with_open:  # today's .pte reader finds the blobs and the named data
+        if with_open:  # what a user does: open the file, then build every frame it has
             art = workbench.open(p)
-            d = art.frames["delegates"]
-            nd = art.frames["named_data"]
-            named = dict(zip(nd["key"].tolist(), zip(nd["file"].tolist(), nd["offset"].tolist(),
-                                                    nd["size"].tolist())))
-            blobs = list(zip(d["offset"].tolist(), d["size"].tolist(), d["id"].tolist(),
-                             d["method"].tolist(), d["index"].tolist()))
-            buf = art.sources[art.path].buf
-        else:
-            art = Source(p)
-            buf, blobs, named = art.buf, layout["blobs"], layout["named"]
-        infos = inspect_blobs(buf, blobs, file=p, named_data=named)
+            frames = {name: art.frames[name] for name in art.frames}
+            return art, len(art.frames["delegates"]), frames["delegate_tensors"], \
+                frames["delegate_nodes"]
+        src = Source(p)
+        infos = inspect_blobs(src.buf, layout["blobs"], file=p, named_data=layout["named"])
         tensors = build("delegate_tensors", tensor_columns(infos))
         nodes = build("delegate_nodes", node_columns(infos))
-        return art, infos, tensors, nodes
+        return src, len(infos), tensors, nodes
 
     def describe(res) -> dict:
-        _, infos, tensors, nodes = res
-        return {"blobs": len(infos), "tensors": len(tensors), "nodes": len(nodes),
+        _, blobs, tensors, nodes = res
+        return {"blobs": blobs, "tensors": len(tensors), "nodes": len(nodes),
                 "named_constants": int(tensors["named_key"].notna().sum())}
 
     return op, describe
@@ -395,11 +391,13 @@ def main(argv: list[str] | None = None) -> int:
         for side in sides:
             if "error" in r.get(side, {}):
                 print(f"! {r['key']} {side}: {r[side]['error']}")
-        target = TARGETS.get(r["key"])
-        if target is not None and "speedup_ours" in r:
-            met = r["speedup_ours"] >= target
-            missed |= not met
-            print(f"  [{'MET' if met else 'MISSED'}] {r['key']}: blobs speed-up >= {target:g}x")
+        for what, targets, got in (("blobs", TARGETS, "speedup_ours"),
+                                   ("open + every frame", TARGETS_OPEN, "speedup_ours_open")):
+            target = targets.get(r["key"])
+            if target is not None and got in r:
+                met = r[got] >= target
+                missed |= not met
+                print(f"  [{'MET' if met else 'MISSED'}] {r['key']}: {what} speed-up >= {target:g}x")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
     return 1 if args.check and missed else 0
