@@ -179,14 +179,11 @@ class Columns:
 
     def _users(self, keys: np.ndarray) -> np.ndarray:
         """'; '-joined delegates whose blobs mention each key (None: none)."""
-        out = filled(len(keys), None)
         users = self.ext.key_users
-        if users:
-            for k, key in enumerate(keys.tolist()):
-                u = users.get(key)
-                if u:
-                    out[k] = "; ".join(u)
-        return out
+        if not users:
+            return filled(len(keys), None)
+        joined = {key: "; ".join(u) for key, u in users.items() if u}
+        return objects([joined.get(key) for key in keys.tolist()])
 
     def _named_parts(self) -> list[dict[str, Any]]:
         """Named data of the program, then of each attached data file, as columns."""
@@ -367,21 +364,19 @@ class Columns:
                                     "shape", "quant", "group_size")}
         c = {k: np.concatenate([p[k] for p in parts]) for k in parts[0] if k != "file_path"}
         n = len(c["key"])
-        role = filled(n, "tensor")
-        for k in np.flatnonzero(~c["has_layout"]).tolist():
-            role[k] = named_data_role(c["key"][k])
+        keys = c["key"].tolist()
+        role = objects(["tensor" if has else named_data_role(key)
+                        for key, has in zip(keys, c["has_layout"].tolist())])
         # what the delegate graph that reads a key says its bytes are
-        tensor, dtype, shape, quant = filled(n, None), filled(n, None), filled(n, None), filled(n, None)
-        group = np.full(n, -1, np.int64)
         layouts = self.blobs.key_layouts()
         if layouts:
-            for k, key in enumerate(c["key"].tolist()):
-                lay = layouts.get(key)
-                if lay is not None:
-                    tensor[k], dtype[k], shape[k], quant[k] = (
-                        lay["tensor"], lay["dtype"], lay["shape"], lay["quant"])
-                    if lay["group_size"] is not None:
-                        group[k] = lay["group_size"]
+            none = (None, None, None, None, -1)
+            tensor, dtype, shape, quant, group = (
+                objects(col) for col in zip(*[layouts.get(key, none) for key in keys]))
+            group = group.astype(np.int64)
+        else:
+            tensor, dtype, shape, quant = (filled(n, None) for _ in range(4))
+            group = np.full(n, -1, np.int64)
         return {
             "key": strings(c["key"]), "segment": c["segment"], "file": strings(c["file"]),
             "offset": c["offset"], "size": c["size"], "align": align(c["offset"]),

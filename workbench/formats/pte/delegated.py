@@ -53,14 +53,16 @@ class DelegateBlobs:
         order: the program's own named data first)."""
         r = self.r
         out: dict[str, tuple[str, int, int]] = {}
+        segments, file = r.segments, r.file
         for key, seg in r.named:
-            if 0 <= seg < len(r.segments) and key not in out:
-                off, size = r.segments[seg]
-                out[key] = (r.file, int(off), int(size))
+            if 0 <= seg < len(segments) and key not in out:
+                out[key] = (file, *segments[seg])
         for d in self.ext.data:
             c = d.extra["ptd"].cols
+            path = d.path
             for key, off, size in zip(c["key"].tolist(), c["offset"].tolist(), c["size"].tolist()):
-                out.setdefault(key, (d.path, int(off), int(size)))
+                if key not in out:
+                    out[key] = (path, off, size)
         return out
 
     @property
@@ -139,40 +141,40 @@ class DelegateBlobs:
         """``(backend, layout)`` per delegate, in the order of the ``delegates`` frame."""
         return [(None, None) if i is None else (i.backend, i.layout) for i in self.infos]
 
-    def key_layouts(self) -> dict[str, dict[str, Any]]:
-        """named-data key -> what the first graph tensor stored under it says: ``tensor``
-        (its name), ``dtype``, ``shape``, ``quant``, ``group_size``; scales stored under a
-        key of their own get ``tensor`` = ``'<name> (scales)'`` and their ``scale_dtype``.
+    def key_layouts(self) -> dict[str, tuple]:
+        """named-data key -> what the first graph tensor stored under it says:
+        ``(tensor name, dtype, shape, quant, group_size)`` (group size -1: none); scales
+        stored under a key of their own get ``'<name> (scales)'`` and their ``scale_dtype``.
 
         Example:
-            >>> blobs.key_layouts()["9eed80..."]["dtype"]      # doctest: +SKIP
+            >>> blobs.key_layouts()["9eed80..."][1]      # doctest: +SKIP
             'float32'
         """
-        out: dict[str, dict[str, Any]] = {}
-        scales: dict[str, dict[str, Any]] = {}
+        out: dict[str, tuple] = {}
+        scales: dict[str, tuple] = {}
         for info in self.infos:
             cols = None if info is None else info.tensors
             if not cols or not len(cols["value"]):
                 continue
             names = _values(cols["name"])
             keys = _values(cols["named_key"])
-            dtypes = _values(cols["dtype"])
-            quant = _values(cols["quant"])
-            group = cols["group_size"]
-            for k in np.flatnonzero(np.not_equal(keys, None)).tolist():
-                out.setdefault(keys[k], {
-                    "tensor": names[k], "dtype": dtypes[k], "shape": tuple(cols["shape"][k]),
-                    "quant": quant[k],
-                    "group_size": None if group[k] == MISSING else int(group[k])})
+            rows = np.flatnonzero(np.not_equal(keys, None))
+            group = cols["group_size"][rows]
+            for key, *lay in zip(keys[rows].tolist(), names[rows].tolist(),
+                                 _values(cols["dtype"])[rows].tolist(),
+                                 [tuple(s) for s in cols["shape"][rows].tolist()],
+                                 _values(cols["quant"])[rows].tolist(),
+                                 np.where(group == MISSING, -1, group).tolist()):
+                if key not in out:
+                    out[key] = tuple(lay)
             skeys = _values(cols["scale_key"])
-            sdtype = _values(cols["scale_dtype"])
-            nscales = cols["num_scales"]
-            for k in np.flatnonzero(np.not_equal(skeys, None)).tolist():
-                n = int(nscales[k])
-                scales.setdefault(skeys[k], {
-                    "tensor": f"{names[k]} (scales)", "dtype": sdtype[k],
-                    "shape": None if n == MISSING else (n,), "quant": None,
-                    "group_size": None})
+            rows = np.flatnonzero(np.not_equal(skeys, None))
+            for key, name, dtype, n in zip(skeys[rows].tolist(), names[rows].tolist(),
+                                           _values(cols["scale_dtype"])[rows].tolist(),
+                                           cols["num_scales"][rows].tolist()):
+                if key not in scales:
+                    scales[key] = (f"{name} (scales)", dtype, None if n == MISSING else (n,),
+                                   None, -1)
         for key, v in scales.items():
             out.setdefault(key, v)
         return out
