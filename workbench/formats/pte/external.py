@@ -27,30 +27,45 @@ _HEX_KEY = re.compile(rb"[0-9a-f]{64}")
 MAX_SCANNED_BLOB = DELEGATE_SCAN_MAX_BYTES
 
 
-def _runs(raw: np.ndarray, member: np.ndarray, shortest: int) -> list[tuple[int, int]]:
-    """``(start, end)`` of every maximal run of bytes for which ``member`` (a 256-entry
-    bool table) is true in the ``uint8`` array ``raw``, at least ``shortest`` long."""
-    if not len(raw):
-        return []
-    edges = np.diff(member[raw].view(np.int8), prepend=np.int8(0), append=np.int8(0))
+def _runs(raw: bytes, member: bytes, shortest: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(starts, ends)`` of every maximal run of ``raw``'s bytes that ``member`` (a
+    256-byte translation table: 1 for a member byte, 0 otherwise) marks, at least
+    ``shortest`` long."""
+    if not raw:
+        z = np.zeros(0, np.int64)
+        return z, z
+    edges = np.diff(np.frombuffer(raw.translate(member), np.int8), prepend=np.int8(0),
+                    append=np.int8(0))
     starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
     keep = ends - starts >= shortest
-    return list(zip(starts[keep].tolist(), ends[keep].tolist()))
+    return starts[keep], ends[keep]
 
 
-_HEX_DIGITS = np.zeros(256, bool)
-_HEX_DIGITS[list(b"0123456789abcdef")] = True
+def _member_table(chars: bytes) -> bytes:
+    """The :func:`_runs` table of the bytes in ``chars``."""
+    table = bytearray(256)
+    for c in chars:
+        table[c] = 1
+    return bytes(table)
+
+
+_HEX_DIGITS = _member_table(b"0123456789abcdef")
 
 
 def _hex_runs(blob: memoryview) -> set[str]:
     """The distinct 64-hex-digit keys in ``blob``, as ``_HEX_KEY.findall`` finds them: each
     run of hex digits holds ``len // 64`` keys, one after the other from its start."""
-    raw = np.frombuffer(blob, np.uint8)
-    out = set()
-    for start, end in _runs(raw, _HEX_DIGITS, 64):
-        for p in range(start, end - 63, 64):
-            out.add(bytes(blob[p:p + 64]).decode("ascii"))
-    return out
+    raw = bytes(blob)
+    starts, ends = _runs(raw, _HEX_DIGITS, 64)
+    counts = (ends - starts) // 64
+    total = int(counts.sum())
+    if not total:
+        return set()
+    first = np.repeat(starts, counts)  # the k-th key of a run starts 64 * k after the run
+    first += 64 * (np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts))
+    block = np.frombuffer(raw, np.uint8)[first[:, None] + np.arange(64)]
+    text = block.tobytes().decode("ascii")
+    return {text[i:i + 64] for i in range(0, len(text), 64)}
 
 
 class _Substrings:
@@ -69,23 +84,22 @@ class _Substrings:
     def __init__(self, keys: list[str]) -> None:
         self.keys = {k.encode(): k for k in keys}
         self.lengths = sorted({len(b) for b in self.keys})
-        self.member = np.zeros(256, bool)
-        self.member[list(set(b"".join(self.keys)))] = True
+        self.member = _member_table(bytes(set(b"".join(self.keys))))
 
     def within(self, blob: memoryview) -> list[str]:
         """The keys that occur in ``blob`` (in the order of the runs that hold them)."""
         keys, shortest = self.keys, self.lengths[0]
         hits: dict[bytes, None] = {}
         long_runs = []
-        for start, end in _runs(np.frombuffer(blob, np.uint8), self.member, shortest):
-            run = bytes(blob[start:end])
+        raw = bytes(blob)
+        for start, end in zip(*(a.tolist() for a in _runs(raw, self.member, shortest))):
+            run = raw[start:end]
             if run in keys:
                 hits[run] = None
             if end - start > shortest:
                 long_runs.append(run)
         work = sum(len(r) for r in long_runs) * len(self.lengths) * self.WINDOW_COST
-        if work > len(keys) * len(blob):
-            raw = bytes(blob)
+        if work > len(keys) * len(raw):
             return [k for b, k in keys.items() if b in raw]
         for run in long_runs:
             for n in self.lengths:
@@ -151,8 +165,8 @@ class External:
     def _delegate_keys(self, candidates: set[str]) -> dict[str, list[str]]:
         """key -> delegates whose processed blob mentions it (blobs up to 64 MiB are scanned)."""
         found = {k: v for k, v in self._hex_keys().items() if k in candidates}
-        plain = [k for k in candidates
-                 if k and not (len(k) == 64 and _HEX_KEY.fullmatch(k.encode()))]
+        plain = [k for k in candidates  # (strip: empty when every character is a hex digit)
+                 if k and not (len(k) == 64 and not k.strip("0123456789abcdef"))]
         if plain and len(plain) <= 4096:
             search = _Substrings(plain)
             for label, blob in self._blobs():
