@@ -66,25 +66,30 @@ class Columns:
         rows.append((fb_start, s + r.program_size - fb_start, "program", "flatbuffer", None, ""))
         uses = r.segment_uses()
         users = self._delegate_users()
+        append = rows.append
         for i, (off, size) in enumerate(r.segments):
-            u = uses.get(i, [])
-            kind = u[0][0] if u else "unused"
-            if len(u) == 1 and kind == "delegate" and len(users.get(i, ())) == 1:
+            u = uses.get(i)
+            if u is None:
+                append((off, size, f"segment {i}", "unused", i, ""))
+                continue
+            kind, label = u[0]
+            if kind == "named_data":
+                role = named_data_role(label)
+                if role != "blob":
+                    kind = role
+            if len(u) > 1:
+                append((off, size, f"{label} (+{len(u) - 1} more)", kind, i,
+                        "; ".join([lbl for _, lbl in u])))
+                continue
+            if u[0][0] == "named_data":
+                append((off, size, f"named_data {label}", kind, i, label))
+                continue
+            if kind == "delegate" and len(users.get(i, ())) == 1:
                 sub = self.blobs.segment_rows(i, *users[i][0])
                 if sub is not None:  # the blob's own layout, covering the segment exactly
                     rows.extend(sub)
                     continue
-            if kind == "named_data":
-                role = named_data_role(u[0][1])
-                if role != "blob":
-                    kind = role
-            if len(u) == 1:
-                name = u[0][1] if u[0][0] != "named_data" else f"named_data {u[0][1]}"
-            elif u:
-                name = f"{u[0][1]} (+{len(u) - 1} more)"
-            else:
-                name = f"segment {i}"
-            rows.append((off, size, name, kind, i, "; ".join(lbl for _, lbl in u)))
+            append((off, size, label, kind, i, label))
         parts = [cover(rows, r.file, r.start, r.end)]
         parts.extend(ptd_segments_raw(d.extra["ptd"]) for d in self.ext.data)
         return concat_sorted(parts)
