@@ -260,6 +260,7 @@ class Run:
         self.failures: Counter[str] = Counter()
         self.slowest = (0.0, "")
         self.largest = 0
+        self.warmup_execs = 0  # the first executions, on the seeds (they pay for imports)
 
     def one(self, data: bytes, name: str | None = None, siblings: tuple[Path, ...] = (),
             retry: bool = True) -> float:
@@ -323,7 +324,8 @@ class Run:
         return {"format": self.fmt, "engine": self.engine, "seconds": round(wall, 1),
                 "execs": self.execs, "exec_per_s": round(self.execs / max(wall, 1e-9), 1),
                 "outcomes": dict(self.outcomes.most_common()), "failures": dict(self.failures),
-                "slowest_s": round(self.slowest[0], 3), "peak_rss_mib": peak >> 20,
+                "slowest_s": round(self.slowest[0], 3), "slowest_at": self.slowest[1],
+                "warmup_execs": self.warmup_execs, "peak_rss_mib": peak >> 20,
                 "rss_limit_mib": limit >> 20, "rss_ok": peak <= limit,
                 "lines": sum(map(len, lines.values())),
                 "covered": {k: sorted(v) for k, v in lines.items()}}
@@ -382,6 +384,7 @@ def engine_atheris(args: argparse.Namespace) -> None:
         (corpus / p.name).write_bytes(p.read_bytes())
     for p in sorted(corpus.iterdir()):  # warm every code path's imports
         run.one(p.read_bytes())
+    run.warmup_execs = run.execs
     baseline = _vm("VmHWM")
     fmt = args.format
 
@@ -458,6 +461,7 @@ def engine_bytes(args: argparse.Namespace) -> None:
     run = Run(args.format, "bytes", Path(args.out), args.seconds, args.slow)
     for t in targets:  # warm every code path's imports
         run.one(t.data, t.name)
+    run.warmup_execs = run.execs
     baseline = _vm("VmHWM")
     i = 0
     while time.monotonic() < run.deadline:
