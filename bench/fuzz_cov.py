@@ -478,7 +478,8 @@ def _print_side_by_side(fmt: str, reps: dict[str, dict[str, Any]]) -> None:
     a, b = reps.get("atheris"), reps.get("bytes")
     print(f"\n== {fmt} ==")
     print(f"{'':24s}{'atheris+structure':>20s}{'bytes (fuzz.py)':>20s}")
-    for key in ("seconds", "execs", "exec_per_s", "lines", "slowest_s", "peak_rss_mib",
+    for key in ("seconds", "execs", "exec_per_s", "lines", "slowest_s", "slowest_at", "warmup_execs",
+                "peak_rss_mib",
                 "rss_limit_mib", "fuzzer_peak_rss_mib"):
         print(f"{key:24s}{a.get(key) if a else '-'!s:>20s}{b.get(key) if b else '-'!s:>20s}")
     if a and b:
