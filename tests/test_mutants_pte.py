@@ -3929,3 +3929,20 @@ def test_method_inputs_and_outputs_keep_their_sign(et, tmp_path, oracle, monkeyp
             assert (tuple(m.inputs), tuple(m.outputs)) == (tuple(want.inputs), tuple(want.outputs))
     frames = frames_both(path, monkeypatch, ["methods", "values", "operators", "delegates"])
     check_program_frames(frames, oracle, path)
+
+
+def test_named_data_of_a_delegated_program_with_only_an_empty_data_file(tmp_path):
+    """A delegated program without named data of its own, given an empty .ptd: the
+    named_data frame has no rows (the graph's layouts have no key to describe), and the
+    delegate's constants are missing."""
+    import shutil
+
+    shutil.copyfile(SAMPLES / "mlp_xnnpack_external.pte", tmp_path / "m.pte")
+    _w(tmp_path, ptd_bytes([], []), "e.ptd")
+    with wb.open(tmp_path / "m.pte", data=[tmp_path / "e.ptd"]) as art:
+        assert not art._parsed.extra["delegate_blobs"].r.named
+        nd = art.frames["named_data"]
+        assert len(nd) == 0 and "dtype" in nd.columns
+        dt = art.frames["delegate_tensors"]
+        named = dt[dt["named_key"].notna()]
+        assert len(named) and named["missing"].all()

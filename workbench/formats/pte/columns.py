@@ -373,7 +373,7 @@ class Columns:
         role = objects(["tensor" if has else named_data_role(key)
                         for key, has in zip(keys, c["has_layout"].tolist())])
         # what the delegate graph that reads a key says its bytes are
-        layouts = self.blobs.key_layouts()
+        layouts = self.blobs.key_layouts() if n else None
         if layouts:
             none = (None, None, None, None, -1)
             tensor, dtype, shape, quant, group = (
