@@ -102,6 +102,42 @@ def test_vector_strings_decode_and_refuse_bad_input(tmp_path):
         vec.strings(refs)
 
 
+@pytest.mark.parametrize("count", [3, 200])  # few rows: fancy index; many: window view
+@pytest.mark.parametrize("widths", [(5,), (0, 7, 64), tuple(range(1, 12))])
+def test_vector_strings_fixed_width_and_general_paths_agree(tmp_path, count, widths):
+    """Many ASCII strings of a few lengths (the block path), of many lengths or holding
+    non-ASCII text (the general path): the same strings, in order; a NUL inside any of them
+    is refused on both paths."""
+    import random
+
+    rng = random.Random(count * 31 + len(widths))
+    texts = ["".join(rng.choice("abcxyz_0123") for _ in range(rng.choice(widths)))
+             for _ in range(count)]
+    vec, refs = _strings_buffer(tmp_path, [t.encode() for t in texts])
+    assert vec.strings(refs).tolist() == texts
+    mixed = [*texts[:-1], "\u00e9" * max(1, len(texts[-1]) // 2)]
+    vec, refs = _strings_buffer(tmp_path, [t.encode() for t in mixed])
+    assert vec.strings(refs).tolist() == mixed
+    bad = [*texts[:-1], "a\x00b"]
+    vec, refs = _strings_buffer(tmp_path, [t.encode() for t in bad])
+    with pytest.raises(SlowPath):
+        vec.strings(refs)
+
+
+@pytest.mark.parametrize("count", [1, 63, 64, 500])
+def test_rows_at_equals_slicing(count):
+    """``rows_at`` (fancy index or window view) gives ``u8[s:s + w]`` for every start."""
+    from workbench._vecfb import rows_at
+
+    rng = np.random.default_rng(count)
+    u8 = rng.integers(0, 256, 4096, dtype=np.uint8)
+    for width in (1, 2, 8, 69):
+        starts = rng.integers(0, len(u8) - width + 1, count).astype(np.int64)
+        got = rows_at(u8, starts, width)
+        assert got.shape == (count, width)
+        assert [bytes(r) for r in got] == [u8[s:s + width].tobytes() for s in starts.tolist()]
+
+
 def test_editing_one_frame_does_not_leak_into_another(samples_dir):
     """Readers share arrays between frames and with their own records: frames are copies."""
     art = wb.open(samples_dir / "mlp_portable.pte")

@@ -21,6 +21,19 @@ if TYPE_CHECKING:
     from .flatbuf import FlatBuffer
 
 _BYTES = np.arange(8, dtype=np.int64)
+#: Below this many rows a fancy index is cheaper than setting up a window view.
+_WINDOW_ROWS = 64
+#: At most this many distinct string lengths take the fixed-width path of ``strings``.
+_FIXED_WIDTHS = 8
+
+
+def rows_at(u8: np.ndarray, starts: np.ndarray, width: int) -> np.ndarray:
+    """``u8[s:s + width]`` for every ``s`` in ``starts``, as a ``(len(starts), width)`` array
+    (the caller has checked every row to lie inside ``u8``). Many rows are gathered through
+    a sliding-window view, one row copy each, instead of one index per byte."""
+    if len(starts) >= _WINDOW_ROWS and 0 < width <= len(u8):
+        return np.lib.stride_tricks.sliding_window_view(u8, width)[starts]
+    return u8[starts[:, None] + np.arange(width, dtype=np.int64)]
 
 
 class SlowPath(Exception):
@@ -142,8 +155,7 @@ class VecReader:
             if view is None:
                 view = self._views[dt] = self.u8[: len(self.u8) // n * n].view(dt)
             return view[pos // n]
-        idx = pos[:, None] + _BYTES[:n]
-        return np.ascontiguousarray(self.u8[idx]).view(dt).reshape(-1)
+        return np.ascontiguousarray(rows_at(self.u8, pos, n)).view(dt).reshape(-1)
 
     def tables(self, pos: np.ndarray, path: str) -> Tables:
         return Tables(self, np.asarray(pos, np.int64), path)
@@ -183,6 +195,10 @@ class VecReader:
         ends = starts + counts
         if (ends >= self.end).any() or self.u8[ends].any():
             raise SlowPath("string is not NUL-terminated")
+        fixed = self._fixed_width(starts, counts)
+        if fixed is not None:
+            out[present] = fixed
+            return out
         raw = self.flat(starts, counts + 1, "u1").tobytes()  # each with its terminating NUL
         try:
             text = raw.decode("utf-8")
@@ -193,6 +209,26 @@ class VecReader:
             raise SlowPath("string holds a NUL")
         parts.pop()
         out[present] = np.fromiter(parts, dtype=object, count=len(parts))
+        return out
+
+    def _fixed_width(self, starts: np.ndarray, counts: np.ndarray) -> np.ndarray | None:
+        """The strings (NUL-terminated, checked) as an object array when they are ASCII
+        without NULs and of a few lengths (keys, names): the bytes of each length gathered
+        as one block and decoded in one call; ``None`` otherwise (the general path)."""
+        widths = np.unique(counts)
+        if len(widths) > _FIXED_WIDTHS:
+            return None
+        out = np.empty(len(starts), object)
+        for n in widths.tolist():
+            rows = np.flatnonzero(counts == n) if len(widths) > 1 else np.arange(len(starts))
+            if n == 0:
+                out[rows] = ""
+                continue
+            block = rows_at(self.u8, starts[rows], n)
+            if (block >= 0x80).any() or not block.all():  # non-ASCII, or a NUL inside
+                return None
+            text = block.tobytes().decode("ascii")
+            out[rows] = [text[i:i + n] for i in range(0, len(text), n)]
         return out
 
     def flat(self, starts: np.ndarray, counts: np.ndarray, dtype: str) -> np.ndarray:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ...._cols import filled, objects
-from ...._vecfb import SlowPath, Tables, VecReader, unique_tuples
+from ...._vecfb import SlowPath, Tables, VecReader, rows_at, unique_tuples
 from ....flatbuf import FlatBuffer, Table
 from ....limits import NUMEL_MAX
 from . import schema as S
@@ -401,7 +401,7 @@ def _keys(rd: _Reader, ref: np.ndarray, length: np.ndarray, owner: np.ndarray) -
         rows = np.flatnonzero(present & (length == n))
         start = ref[rows] + 4
         vec.check(start, n + 1)
-        block = vec.u8[start[:, None] + np.arange(n + 1)]
+        block = rows_at(vec.u8, start, n + 1)
         if block[:, n].any() or (block[:, :n] >= 0x80).any() or (block[:, :n] == 0).any():
             return rd.strings(ref, owner)  # not NUL-terminated, non-ASCII or holding a NUL
         if n == 0:
