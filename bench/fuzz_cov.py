@@ -7,7 +7,10 @@ of the file with itself, and the CLI's ``inspect``. A finding is an exception ot
 :class:`~workbench.ArtifactError`, an input slower than ``--slow`` seconds (default 2), a hang,
 or peak RSS above the baseline plus twice the largest input plus 64 MiB. For the atheris
 engine the RSS is measured by replaying its corpus in a fresh process afterwards (libFuzzer's
-tables grow with every execution; ``engine_replay``).
+tables grow with every execution; ``engine_replay``). The baseline is taken after the
+warm-up on the seeds and after importing torch, which the library imports lazily for dtypes
+numpy lacks (bfloat16, complex32, ...): a fixed ~185 MiB and ~1 s, paid by the first input
+with such a dtype, that is neither growth nor slowness of a reader (``_warm_lazy_imports``).
 Failing inputs are saved under ``<out>/<format>/<engine>/failures/`` (turn each into a case of
 ``tests/attacks/``).
 
@@ -331,6 +334,17 @@ class Run:
                 "covered": {k: sorted(v) for k, v in lines.items()}}
 
 
+def _warm_lazy_imports() -> None:
+    """Import what the library imports lazily on some inputs only, before the baseline: torch
+    (``Artifact.tensor`` and ``Artifact._empty`` for the dtypes numpy lacks).
+    Without it the first mutant with a bfloat16 or complex32 tensor pays torch's import
+    (~185 MiB RSS, ~1 s) and is read as a reader's memory growth or slowness."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is not None:
+        import torch  # noqa: F401
+
+
 def _vm(field: str) -> int:
     with open("/proc/self/status") as f:
         for line in f:
@@ -376,6 +390,7 @@ def engine_atheris(args: argparse.Namespace) -> None:
         import workbench.cli
         import workbench.comparison  # noqa: F401
     import fuzz  # noqa: F401
+    _warm_lazy_imports()
 
     run = Run(args.format, "atheris", Path(args.out), args.seconds, args.slow)
     corpus = run.out / "corpus"
@@ -428,6 +443,7 @@ def engine_replay(args: argparse.Namespace) -> None:
     import workbench
     import workbench.cli
     import workbench.comparison  # noqa: F401
+    _warm_lazy_imports()
 
     corpus = Path(args.out) / args.format / "atheris" / "corpus"
     files = sorted(p for p in corpus.iterdir() if p.is_file()) if corpus.is_dir() else []
@@ -454,6 +470,7 @@ def engine_bytes(args: argparse.Namespace) -> None:
     import workbench
     import workbench.cli
     import workbench.comparison  # noqa: F401
+    _warm_lazy_imports()
 
     paths = seeds(args.format)
     targets = [t for p in paths for t in fuzz.analyse(p) if t.fmt == args.format] or \
