@@ -12,7 +12,8 @@ warm-up on the seeds and after importing torch, which the library imports lazily
 numpy lacks (bfloat16, complex32, ...): a fixed ~185 MiB and ~1 s, paid by the first input
 with such a dtype, that is neither growth nor slowness of a reader (``_warm_lazy_imports``).
 Failing inputs are saved under ``<out>/<format>/<engine>/failures/`` (turn each into a case of
-``tests/attacks/``).
+``tests/attacks/``). The slowest input of each engine is kept as
+``<out>/<format>/<engine>/slowest<suffix>``, to be timed again alone.
 
 Mutators (atheris engine; half of the inputs, the rest libFuzzer's own byte mutations):
 - **flatbuffer** (.pte, .ptd, .bpte, .etdp): a random table found by its vtable; one vtable
@@ -311,6 +312,8 @@ class Run:
                 self._save(f"slow_{self.execs}", data, f"{dt:.2f} s")
         if dt > self.slowest[0]:
             self.slowest = (dt, f"exec {self.execs}")
+            if retry:  # kept, so that a slow execution can be replayed alone afterwards
+                (self.out / ("slowest" + SUFFIX[self.fmt])).write_bytes(data)
         return dt
 
     def _save(self, key: str, data: bytes, text: str) -> None:
