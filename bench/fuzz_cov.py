@@ -312,8 +312,8 @@ class Run:
                 self._save(f"slow_{self.execs}", data, f"{dt:.2f} s")
         if dt > self.slowest[0]:
             self.slowest = (dt, f"exec {self.execs}")
-            if retry:  # kept, so that a slow execution can be replayed alone afterwards
-                (self.out / ("slowest" + SUFFIX[self.fmt])).write_bytes(data)
+            # kept, so that a slow execution can be replayed alone afterwards
+            (self.out / ("slowest" + SUFFIX[self.fmt])).write_bytes(data)
         return dt
 
     def _save(self, key: str, data: bytes, text: str) -> None:
