@@ -11,7 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from workbench.formats.pte.external import _HEX_KEY, _hex_runs, _Substrings
+from workbench.formats.pte.external import _hex_runs, _Substrings
+
+_HEX_KEY = re.compile(rb"[0-9a-f]{64}")  # the oracle: what a regular expression finds
 
 HEX = "0123456789abcdef"
 

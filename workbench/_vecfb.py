@@ -20,7 +20,6 @@ from ._cols import filled
 if TYPE_CHECKING:
     from .flatbuf import FlatBuffer
 
-_BYTES = np.arange(8, dtype=np.int64)
 #: Below this many rows a fancy index is cheaper than setting up a window view.
 _WINDOW_ROWS = 64
 #: At most this many distinct string lengths take the fixed-width path of ``strings``.

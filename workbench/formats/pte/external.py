@@ -9,20 +9,19 @@ always attached; siblings (best candidates first) only while they resolve a want
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from ..._cols import filled
+from ..._vecfb import rows_at
 from ...limits import DELEGATE_SCAN_MAX_BYTES
 from ...source import Source
 from ..parsed import Parsed
 from .program import Method, NamedEntry
 from .tensors import DTYPE_NAMES, EXTERNAL, Tensors
 
-_HEX_KEY = re.compile(rb"[0-9a-f]{64}")
 #: Delegate blobs larger than this are not scanned for keys.
 MAX_SCANNED_BLOB = DELEGATE_SCAN_MAX_BYTES
 
@@ -53,7 +52,7 @@ _HEX_DIGITS = _member_table(b"0123456789abcdef")
 
 
 def _hex_runs(blob: memoryview) -> set[str]:
-    """The distinct 64-hex-digit keys in ``blob``, as ``_HEX_KEY.findall`` finds them: each
+    """The distinct 64-hex-digit keys in ``blob``, as ``re.findall(rb"[0-9a-f]{64}", blob)`` finds them: each
     run of hex digits holds ``len // 64`` keys, one after the other from its start."""
     raw = bytes(blob)
     starts, ends = _runs(raw, _HEX_DIGITS, 64)
@@ -63,7 +62,7 @@ def _hex_runs(blob: memoryview) -> set[str]:
         return set()
     first = np.repeat(starts, counts)  # the k-th key of a run starts 64 * k after the run
     first += 64 * (np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts))
-    block = np.frombuffer(raw, np.uint8)[first[:, None] + np.arange(64)]
+    block = rows_at(np.frombuffer(raw, np.uint8), first, 64)
     text = block.tobytes().decode("ascii")
     return {text[i:i + 64] for i in range(0, len(text), 64)}
 
