@@ -35,16 +35,47 @@ def cover(rows: list[tuple], file: str, start: int, end: int,
                         objects(used), gap, tail)
 
 
+def cover_rows(rows: list[tuple], file: str, start: int, end: int, offset: np.ndarray,
+               size: np.ndarray, name: np.ndarray, kind: np.ndarray, index: np.ndarray,
+               used_by: np.ndarray) -> dict[str, Any]:
+    """:func:`cover` over ``rows`` plus more ranges given as columns (``index`` >= 0 each).
+
+    Ranges that start at the same offset with the same size keep the order of their
+    ``index`` (rows without an index first, then rows in the order given): the order
+    :func:`cover` gives when every range is a row, listed by index.
+
+    Example:
+        >>> c = cover_rows([(0, 4, "head", "header", None, "")], "f", 0, 16,
+        ...                np.array([8]), np.array([8]), objects(["blob"]), objects(["x"]),
+        ...                np.array([0]), objects([""]))
+        >>> c["name"].tolist()
+        ['head', 'padding', 'blob']
+    """
+    if rows:
+        r_off, r_size, r_name, r_kind, r_index, r_used = zip(*rows)
+        offset = np.concatenate([np.array(r_off, np.int64), offset])
+        size = np.concatenate([np.array(r_size, np.int64), size])
+        name = np.concatenate([objects(r_name), name])
+        kind = np.concatenate([objects(r_kind), kind])
+        index = np.concatenate([np.array([-1 if i is None else i for i in r_index], np.int64),
+                                index])
+        used_by = np.concatenate([objects(r_used), used_by])
+    return cover_arrays(file, start, end, offset, size, name, kind, index, used_by,
+                        seq=index)
+
+
 def cover_arrays(file: str, start: int, end: int, offset: np.ndarray, size: np.ndarray,
                  name: np.ndarray, kind: np.ndarray, index: np.ndarray, used_by: np.ndarray,
                  gap: tuple[str, str] = ("padding", "padding"),
-                 tail: tuple[str, str] = ("trailing data", "trailing")) -> dict[str, Any]:
+                 tail: tuple[str, str] = ("trailing data", "trailing"),
+                 seq: np.ndarray | None = None) -> dict[str, Any]:
     """:func:`cover` over columns (``index`` -1: none), vectorised; returns raw columns
     (:data:`RAW_SEGMENT_COLUMNS`) sorted by offset, gaps filled, covering ``[start, end)``.
+    Ranges with the same offset and size keep their order (or the order of ``seq``).
 
     Raises :class:`CorruptError` naming the first range that overlaps the one before it.
     """
-    order = np.lexsort((size, offset))
+    order = np.lexsort((size, offset)) if seq is None else np.lexsort((seq, size, offset))
     off = offset[order]
     sz = size[order]
     ends = off + sz
@@ -113,6 +144,24 @@ def segments_frame(raw: dict[str, Any]) -> dict[str, Any]:
         "offset": raw["offset"], "size": raw["size"], "align": align(raw["offset"]),
         "index": ints(raw["index"], raw["index"] < 0), "used_by": strings(raw["used_by"]),
     }
+
+
+#: Key endings that give a named-data entry a role other than ``blob``.
+_ROLE_SUFFIXES = ("_so_blob", "_weights_blob")
+
+
+def named_data_roles(keys: np.ndarray) -> np.ndarray:
+    """:func:`named_data_role` of every key of an object array, as an object array.
+
+    Example:
+        >>> named_data_roles(objects(["a_so_blob", "b"])).tolist()
+        ['so_blob', 'blob']
+    """
+    out = filled(len(keys), "blob")
+    ends = _ROLE_SUFFIXES
+    for k in [k for k, key in enumerate(keys.tolist()) if key.endswith(ends)]:
+        out[k] = named_data_role(keys[k])
+    return out
 
 
 def named_data_role(key: str) -> str:

@@ -15,7 +15,7 @@ from ..._cols import align, booleans, categorical, factorized, filled, ints, obj
 from ..._fmt import align_of
 from ..._vecfb import SlowPath, groups
 from ...flatbuf import Table
-from .._layout import concat_sorted, cover, named_data_role
+from .._layout import concat_sorted, cover_rows, named_data_role, named_data_roles
 from ..ptd.columns import segments_raw as ptd_segments_raw
 from .delegated import DelegateBlobs
 from .external import External
@@ -50,6 +50,9 @@ class Columns:
         self.ext = ext
         self.blobs = blobs
         self._names_cache: dict[int, np.ndarray] = {}
+        self._roles_cache: np.ndarray | None = None
+        self._joined_users: dict[str, str] | None = None
+        self._named_parts_cache: list[dict[str, Any]] | None = None
 
     # -- segments ---------------------------------------------------------------------------
     def segments_raw(self) -> dict[str, Any]:
@@ -64,12 +67,29 @@ class Columns:
             rows.append((s + 8, hl, "extended header", "header", None, "eh00"))
             fb_start = s + 8 + hl
         rows.append((fb_start, s + r.program_size - fb_start, "program", "flatbuffer", None, ""))
-        uses = r.segment_uses()
+        uses = r.segment_uses(named=False)
         users = self._delegate_users()
+        # segments that hold one named-data entry and nothing else (often thousands): columns
+        nseg = len(r.segments)
+        n_named = np.bincount(r.named_seg, minlength=nseg)
+        other = np.zeros(nseg, bool)
+        other[[i for i in uses if 0 <= i < nseg]] = True
+        single = (n_named == 1) & ~other
+        first = np.full(nseg, -1, np.int64)  # the first named entry of each segment
+        first[r.named_seg[::-1]] = np.arange(len(r.named_seg) - 1, -1, -1)
+        named_of: dict[int, list[str]] = {}
+        for k in np.flatnonzero((n_named > 0) & ~single).tolist():
+            named_of[k] = []
+        if named_of:
+            for key, si in r.named:
+                lst = named_of.get(si)
+                if lst is not None:
+                    lst.append(key)
         append = rows.append
-        for i, (off, size) in enumerate(r.segments):
-            u = uses.get(i)
-            if u is None:
+        for i in np.flatnonzero(~single).tolist():
+            off, size = r.segments[i]
+            u = uses.get(i, []) + [("named_data", key) for key in named_of.get(i, ())]
+            if not u:
                 append((off, size, f"segment {i}", "unused", i, ""))
                 continue
             kind, label = u[0]
@@ -81,18 +101,28 @@ class Columns:
                 append((off, size, f"{label} (+{len(u) - 1} more)", kind, i,
                         "; ".join([lbl for _, lbl in u])))
                 continue
-            if u[0][0] == "named_data":
-                append((off, size, f"named_data {label}", kind, i, label))
-                continue
             if kind == "delegate" and len(users.get(i, ())) == 1:
                 sub = self.blobs.segment_rows(i, *users[i][0])
                 if sub is not None:  # the blob's own layout, covering the segment exactly
                     rows.extend(sub)
                     continue
             append((off, size, label, kind, i, label))
-        parts = [cover(rows, r.file, r.start, r.end)]
+        seg = np.flatnonzero(single)
+        keys = r.named_keys[first[seg]]
+        kind = self._named_roles()[first[seg]]
+        kind[kind == "blob"] = "named_data"
+        parts = [cover_rows(rows, r.file, r.start, r.end, r.seg_off[seg], r.seg_size[seg],
+                            objects(list(map("named_data ".__add__, keys.tolist()))), kind,
+                            seg, keys)]
         parts.extend(ptd_segments_raw(d.extra["ptd"]) for d in self.ext.data)
         return concat_sorted(parts)
+
+    def _named_roles(self) -> np.ndarray:
+        """``named_data_role`` of each of the program's named-data keys (cached)."""
+        roles = self._roles_cache
+        if roles is None:
+            roles = self._roles_cache = named_data_roles(self.r.named_keys)
+        return roles
 
     def _delegate_users(self) -> dict[int, list[tuple[int, int]]]:
         """segment index -> (method, delegate index) of the delegates whose blob it holds."""
@@ -184,27 +214,36 @@ class Columns:
 
     def _users(self, keys: np.ndarray) -> np.ndarray:
         """'; '-joined delegates whose blobs mention each key (None: none)."""
-        users = self.ext.key_users
-        if not users:
+        joined = self._joined_users
+        if joined is None:
+            users = self.ext.key_users
+            # most keys have one user: its label list's only string, shared, not re-joined
+            joined = self._joined_users = {
+                key: u[0] if len(u) == 1 else "; ".join(u) for key, u in users.items() if u}
+        if not joined:
             return filled(len(keys), None)
-        joined = {key: "; ".join(u) for key, u in users.items() if u}
-        return objects([joined.get(key) for key in keys.tolist()])
+        return np.fromiter(map(joined.get, keys.tolist()), object, len(keys))
 
     def _named_parts(self) -> list[dict[str, Any]]:
-        """Named data of the program, then of each attached data file, as columns."""
+        """Named data of the program, then of each attached data file, as columns (a new
+        list of new dicts each time; the arrays are shared)."""
+        if self._named_parts_cache is None:
+            self._named_parts_cache = self._read_named_parts()
+        return [dict(p) for p in self._named_parts_cache]
+
+    def _read_named_parts(self) -> list[dict[str, Any]]:
         r = self.r
         out = []
         if r.named:
-            keys, segs = zip(*r.named)
-            segs = np.array(segs, np.int64)
-            seg_off = np.array([o for o, _ in r.segments], np.int64)
-            seg_size = np.array([z for _, z in r.segments], np.int64)
-            size = seg_size[segs]
-            n = len(keys)
-            out.append({"key": objects(keys), "segment": segs, "offset": seg_off[segs],
+            segs = r.named_seg
+            size = r.seg_size[segs]
+            n = len(segs)
+            sizes = size.tolist()
+            shape_of = {z: (z,) for z in set(sizes)}  # one tuple per distinct size
+            out.append({"key": r.named_keys, "segment": segs, "offset": r.seg_off[segs],
                         "size": size, "code": np.zeros(n, np.int64),
-                        "shape": objects([(z,) for z in size.tolist()]),
-                        "dim_order": objects([(0,)] * n), "nbytes": size,
+                        "shape": np.fromiter(map(shape_of.__getitem__, sizes), object, n),
+                        "dim_order": filled(n, (0,)), "nbytes": size,
                         "has_layout": np.zeros(n, bool),
                         "file": filled(n, r.file), "file_path": r.file})
         for d in self.ext.data:
@@ -369,16 +408,15 @@ class Columns:
                                     "shape", "quant", "group_size")}
         c = {k: np.concatenate([p[k] for p in parts]) for k in parts[0] if k != "file_path"}
         n = len(c["key"])
-        keys = c["key"].tolist()
-        role = objects(["tensor" if has else named_data_role(key)
-                        for key, has in zip(keys, c["has_layout"].tolist())])
+        if len(parts) == 1 and self.r.named:  # the program's own keys only: roles known
+            role = self._named_roles().copy()
+        else:
+            role = named_data_roles(c["key"])
+        role[c["has_layout"].astype(bool)] = "tensor"
         # what the delegate graph that reads a key says its bytes are
-        layouts = self.blobs.key_layouts() if n else None
+        layouts = self.blobs.key_layout_columns(c["key"]) if n else None
         if layouts:
-            none = (None, None, None, None, -1)
-            tensor, dtype, shape, quant, group = (
-                objects(col) for col in zip(*[layouts.get(key, none) for key in keys]))
-            group = group.astype(np.int64)
+            tensor, dtype, shape, quant, group = layouts
         else:
             tensor, dtype, shape, quant = (filled(n, None) for _ in range(4))
             group = np.full(n, -1, np.int64)

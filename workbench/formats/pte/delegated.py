@@ -24,10 +24,12 @@ Example:
 
 from __future__ import annotations
 
+from itertools import repeat
 from typing import Any
 
 import numpy as np
 
+from ..._cols import filled, objects
 from ...errors import ArtifactError
 from ..delegates import BlobInfo, inspect_blob, inspect_blobs, kernel_findings
 from ..delegates._columns import MISSING, node_columns, tensor_columns
@@ -150,8 +152,37 @@ class DelegateBlobs:
             >>> blobs.key_layouts()["9eed80..."][1]      # doctest: +SKIP
             'float32'
         """
-        out: dict[str, tuple] = {}
-        scales: dict[str, tuple] = {}
+        keys, cols = self._key_layout_table()
+        return dict(zip(keys.tolist(), zip(*(c.tolist() for c in cols))))
+
+    def key_layout_columns(self, keys: np.ndarray) -> tuple[np.ndarray, ...] | None:
+        """:meth:`key_layouts` joined to ``keys`` (an object array) as columns
+        ``(tensor, dtype, shape, quant, group_size)``: object arrays (``None`` where no graph
+        tensor uses a key) and an int64 group size (-1: none); ``None`` when no graph tensor
+        is stored under a key at all."""
+        table_keys, cols = self._key_layout_table()
+        if not len(table_keys):
+            return None
+        row_of = dict(zip(table_keys.tolist(), range(len(table_keys))))
+        at = np.fromiter(map(row_of.get, keys.tolist(), repeat(-1)), np.int64, len(keys))
+        miss = at < 0
+        at = np.where(miss, 0, at)
+        out = []
+        for c in cols:
+            col = c[at]
+            if miss.any():
+                col[miss] = -1 if col.dtype != object else None
+            out.append(col)
+        return tuple(out)
+
+    def _key_layout_table(self) -> tuple[np.ndarray, list[np.ndarray]]:
+        """The distinct keys that graph tensors are stored under (first use wins, a
+        tensor's own key before a key of scales) and, per key, the five layout columns."""
+        cached = getattr(self, "_layout_table", None)
+        if cached is not None:
+            return cached
+        parts: list[list[np.ndarray]] = []  # key, tensor, dtype, shape, quant, group
+        scale_parts: list[list[np.ndarray]] = []
         for info in self.infos:
             cols = None if info is None else info.tensors
             if not cols or not len(cols["value"]):
@@ -160,24 +191,31 @@ class DelegateBlobs:
             keys = _values(cols["named_key"])
             rows = np.flatnonzero(np.not_equal(keys, None))
             group = cols["group_size"][rows]
-            for key, *lay in zip(keys[rows].tolist(), names[rows].tolist(),
-                                 _values(cols["dtype"])[rows].tolist(),
-                                 [tuple(s) for s in cols["shape"][rows].tolist()],
-                                 _values(cols["quant"])[rows].tolist(),
-                                 np.where(group == MISSING, -1, group).tolist()):
-                if key not in out:
-                    out[key] = tuple(lay)
+            parts.append([keys[rows], names[rows], _values(cols["dtype"])[rows],
+                          np.asarray(cols["shape"], object)[rows],
+                          _values(cols["quant"])[rows],
+                          np.where(group == MISSING, -1, group).astype(np.int64)])
             skeys = _values(cols["scale_key"])
             rows = np.flatnonzero(np.not_equal(skeys, None))
-            for key, name, dtype, n in zip(skeys[rows].tolist(), names[rows].tolist(),
-                                           _values(cols["scale_dtype"])[rows].tolist(),
-                                           cols["num_scales"][rows].tolist()):
-                if key not in scales:
-                    scales[key] = (f"{name} (scales)", dtype, None if n == MISSING else (n,),
-                                   None, -1)
-        for key, v in scales.items():
-            out.setdefault(key, v)
-        return out
+            n = cols["num_scales"][rows]
+            scale_parts.append([
+                skeys[rows], objects([f"{t} (scales)" for t in names[rows].tolist()]),
+                _values(cols["scale_dtype"])[rows],
+                objects([None if k == MISSING else (k,) for k in n.tolist()]),
+                filled(len(rows), None), np.full(len(rows), -1, np.int64)])
+        every = parts + scale_parts
+        if not every:
+            table: tuple[np.ndarray, list[np.ndarray]] = (objects([]), [])
+        else:
+            cat = [np.concatenate([p[j] for p in every]) for j in range(6)]
+            keys = cat[0].tolist()
+            # the first row of each key: later rows are overwritten by earlier ones
+            first = np.fromiter(dict(zip(reversed(keys), range(len(keys) - 1, -1, -1))).values(),
+                                np.int64)
+            first.sort()
+            table = (cat[0][first], [c[first] for c in cat[1:]])
+        self._layout_table = table
+        return table
 
 
 def _values(col: Any) -> np.ndarray:

@@ -83,20 +83,18 @@ class _Substrings:
     def __init__(self, keys: list[str]) -> None:
         self.keys = {k.encode(): k for k in keys}
         self.lengths = sorted({len(b) for b in self.keys})
-        self.member = _member_table(bytes(set(b"".join(self.keys))))
+        table = np.zeros(256, np.uint8)
+        table[np.frombuffer(b"".join(self.keys), np.uint8)] = 1
+        self.member = table.tobytes()
 
     def within(self, blob: memoryview) -> list[str]:
         """The keys that occur in ``blob`` (in the order of the runs that hold them)."""
         keys, shortest = self.keys, self.lengths[0]
-        hits: dict[bytes, None] = {}
-        long_runs = []
         raw = bytes(blob)
-        for start, end in zip(*(a.tolist() for a in _runs(raw, self.member, shortest))):
-            run = raw[start:end]
-            if run in keys:
-                hits[run] = None
-            if end - start > shortest:
-                long_runs.append(run)
+        starts, ends = _runs(raw, self.member, shortest)
+        hits = dict.fromkeys(self._whole_runs(raw, starts, ends))
+        long_runs = [raw[a:b] for a, b in zip(*(x[ends - starts > shortest].tolist()
+                                                for x in (starts, ends)))]
         work = sum(len(r) for r in long_runs) * len(self.lengths) * self.WINDOW_COST
         if work > len(keys) * len(raw):
             return [k for b, k in keys.items() if b in raw]
@@ -109,6 +107,26 @@ class _Substrings:
                     if w in keys:
                         hits[w] = None
         return [keys[b] for b in hits]
+
+    def _whole_runs(self, raw: bytes, starts: np.ndarray, ends: np.ndarray) -> list[bytes]:
+        """The runs that are a key as a whole, in run order: the runs of each key length
+        gathered as one block of fixed-width byte strings, looked up together."""
+        keys = self.keys
+        if self.member[0]:  # a key holds a NUL, which fixed-width byte strings drop
+            return [r for r in (raw[a:b] for a, b in zip(starts.tolist(), ends.tolist()))
+                    if r in keys]
+        u8 = np.frombuffer(raw, np.uint8)
+        span = ends - starts
+        found: list[tuple[int, bytes]] = []
+        for n in self.lengths:
+            rows = np.flatnonzero(span == n)
+            if not len(rows):
+                continue
+            runs = rows_at(u8, starts[rows], n).view(f"S{n}").reshape(-1).tolist()
+            hit = np.fromiter(map(keys.__contains__, runs), bool, len(runs))
+            found.extend(zip(rows[hit].tolist(), (runs[k] for k in np.flatnonzero(hit).tolist())))
+        found.sort()
+        return [r for _, r in found]
 
 
 class Want(NamedTuple):
@@ -163,9 +181,11 @@ class External:
 
     def _delegate_keys(self, candidates: set[str]) -> dict[str, list[str]]:
         """key -> delegates whose processed blob mentions it (blobs up to 64 MiB are scanned)."""
-        found = {k: v for k, v in self._hex_keys().items() if k in candidates}
+        hex_keys = self._hex_keys()
+        found = {k: v for k, v in hex_keys.items() if k in candidates}
         plain = [k for k in candidates  # (strip: empty when every character is a hex digit)
-                 if k and not (len(k) == 64 and not k.strip("0123456789abcdef"))]
+                 if k and k not in hex_keys  # (a key the hex scan found is 64 hex digits)
+                 and not (len(k) == 64 and not k.strip("0123456789abcdef"))]
         if plain and len(plain) <= 4096:
             search = _Substrings(plain)
             for label, blob in self._blobs():

@@ -115,12 +115,18 @@ class ProgramReader:
         prog = fb.root("Program")
         self.version = prog.u32(Program.version)
         self.segments = self._segments(prog)  # first: everything else points into them
+        #: the segments as int64 columns (absolute offset, size), for vectorised joins
+        self.seg_off = np.fromiter((o for o, _ in self.segments), np.int64, len(self.segments))
+        self.seg_size = np.fromiter((z for _, z in self.segments), np.int64, len(self.segments))
         self._check_overlap()
         self._constants(prog)
         self.inline_delegate_data = [
             Span(*t.vector(BackendDelegateInlineData.data, 1, "data"))
             for t in prog.tables(Program.backend_delegate_data, "backend_delegate_data")]
         self.named = self._named(prog)
+        #: the named data as columns: keys (object array) and segment indices (int64)
+        self.named_keys = np.fromiter((k for k, _ in self.named), object, len(self.named))
+        self.named_seg = np.fromiter((i for _, i in self.named), np.int64, len(self.named))
         self.tensor_reader = TensorReader(self.file, self.end, self.vec, self.constant_segment,
                                           self.constant_buffer, self.mutable_segments)
         self.methods = [self._plan(k, t) for k, t in
@@ -174,16 +180,21 @@ class ProgramReader:
         return segments
 
     def _check_overlap(self) -> None:
-        order = sorted(range(len(self.segments)), key=lambda i: self.segments[i])
-        prev_end, prev = 0, -1
-        for i in order:
-            off, size = self.segments[i]
-            if size and off < prev_end:
-                raise CorruptError(
-                    f"segment {i} [0x{off:x}, 0x{off + size:x}) overlaps segment {prev}",
-                    file=self.file, structure=f"Program.segments[{i}]", offset=off)
-            if size:
-                prev_end, prev = off + size, i
+        """Refuse two non-empty segments that share bytes (named by the first in offset order
+        that starts before the end of the non-empty segment before it)."""
+        off, size = self.seg_off, self.seg_size
+        order = np.lexsort((size, off))  # by (offset, size), as sorting the spans would
+        order = order[size[order] > 0]
+        if len(order) < 2:
+            return
+        ends = off[order] + size[order]
+        bad = np.flatnonzero(off[order[1:]] < ends[:-1])
+        if len(bad):
+            i, prev = int(order[bad[0] + 1]), int(order[bad[0]])
+            o = int(off[i])
+            raise CorruptError(
+                f"segment {i} [0x{o:x}, 0x{o + int(size[i]):x}) overlaps segment {prev}",
+                file=self.file, structure=f"Program.segments[{i}]", offset=o)
 
     def _constants(self, prog: Table) -> None:
         """The legacy inline constant_buffer, constant_segment and mutable_data_segments."""
@@ -238,7 +249,9 @@ class ProgramReader:
         si = N.scalar(NamedData.segment_index, "<u4")
         if n and int(si.max()) >= len(self.segments):
             raise SlowPath("segment index out of range")
-        return [NamedEntry(k if k is not None else "", i) for k, i in zip(keys, si.tolist())]
+        if None in keys:
+            keys = ["" if k is None else k for k in keys]
+        return list(map(NamedEntry._make, zip(keys, si.tolist())))
 
     def _named_slow(self, prog: Table) -> list[NamedEntry]:
         named = []
@@ -360,8 +373,9 @@ class ProgramReader:
                         uses[a] = uses.get(a, 0) + b
         return Instructions(len(chains), n_instr, kinds.tolist(), kernel_uses, delegate_uses)
 
-    def segment_uses(self) -> dict[int, list[tuple[str, str]]]:
-        """segment index -> (kind, label) of everything stored in it."""
+    def segment_uses(self, named: bool = True) -> dict[int, list[tuple[str, str]]]:
+        """segment index -> (kind, label) of everything stored in it (without the named
+        data when ``named`` is false: see :attr:`named_keys` / :attr:`named_seg`)."""
         uses: dict[int, list[tuple[str, str]]] = {}
         if self.constant_segment is not None:
             uses.setdefault(self.constant_segment.segment, []).append(
@@ -373,6 +387,7 @@ class ProgramReader:
                 if d.location == "segment":
                     uses.setdefault(d.data_index, []).append(
                         ("delegate", f"{plan.name} delegate {k} ({d.id})"))
-        for key, si in self.named:
-            uses.setdefault(si, []).append(("named_data", key))
+        if named:
+            for key, si in self.named:
+                uses.setdefault(si, []).append(("named_data", key))
         return uses
