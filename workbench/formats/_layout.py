@@ -158,8 +158,11 @@ def named_data_roles(keys: np.ndarray) -> np.ndarray:
         ['so_blob', 'blob']
     """
     out = filled(len(keys), "blob")
+    listed = keys.tolist()
+    if "_blob\0" not in "\0".join(listed) + "\0":  # (every key is followed by a NUL here)
+        return out
     ends = _ROLE_SUFFIXES
-    for k in [k for k, key in enumerate(keys.tolist()) if key.endswith(ends)]:
+    for k in [k for k, key in enumerate(listed) if key.endswith(ends)]:
         out[k] = named_data_role(keys[k])
     return out
 

@@ -54,11 +54,15 @@ class DelegateBlobs:
         each attached data file (the first holder of a key wins, as in the runtime's lookup
         order: the program's own named data first)."""
         r = self.r
-        out: dict[str, tuple[str, int, int]] = {}
-        segments, file = r.segments, r.file
-        for key, seg in r.named:
-            if 0 <= seg < len(segments) and key not in out:
-                out[key] = (file, *segments[seg])
+        seg = r.named_seg  # (the reader checked every index)
+        keys = r.named_keys.tolist()
+        out: dict[str, tuple[str, int, int]] = dict(zip(
+            keys, zip(repeat(r.file), r.seg_off[seg].tolist(), r.seg_size[seg].tolist())))
+        if len(out) < len(keys):  # a key listed twice: its first entry wins
+            out = {}
+            for key, at in zip(keys, seg.tolist()):
+                if key not in out:
+                    out[key] = (r.file, *r.segments[at])
         for d in self.ext.data:
             c = d.extra["ptd"].cols
             path = d.path
