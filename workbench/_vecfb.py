@@ -35,6 +35,23 @@ def rows_at(u8: np.ndarray, starts: np.ndarray, width: int) -> np.ndarray:
     return u8[starts[:, None] + np.arange(width, dtype=np.int64)]
 
 
+def ascii_rows(block: np.ndarray) -> list[str]:
+    """The rows of a 2-D uint8 array as strings; the caller has checked that every byte is
+    ASCII and not NUL, except for trailing NULs, which are dropped (a row's terminator).
+    (One byte string per row from numpy, then one decode each: several times faster than
+    slicing one decoded text.)
+
+    Example:
+        >>> ascii_rows(np.frombuffer(b"ab\\0cd\\0", np.uint8).reshape(2, 3))
+        ['ab', 'cd']
+    """
+    rows, width = block.shape
+    if not width:
+        return [""] * rows
+    fixed = np.ascontiguousarray(block).view(f"S{width}").reshape(-1)
+    return list(map(bytes.decode, fixed.tolist()))
+
+
 class SlowPath(Exception):
     """A check failed: re-read with the scalar verifying reader for a precise error."""
 
@@ -213,7 +230,7 @@ class VecReader:
     def _fixed_width(self, starts: np.ndarray, counts: np.ndarray) -> np.ndarray | None:
         """The strings (NUL-terminated, checked) as an object array when they are ASCII
         without NULs and of a few lengths (keys, names): the bytes of each length gathered
-        as one block and decoded in one call; ``None`` otherwise (the general path)."""
+        as one block (see :func:`ascii_rows`); ``None`` otherwise (the general path)."""
         widths = np.unique(counts)
         if len(widths) > _FIXED_WIDTHS:
             return None
@@ -226,8 +243,7 @@ class VecReader:
             block = rows_at(self.u8, starts[rows], n)
             if (block >= 0x80).any() or not block.all():  # non-ASCII, or a NUL inside
                 return None
-            text = block.tobytes().decode("ascii")
-            out[rows] = [text[i:i + n] for i in range(0, len(text), n)]
+            out[rows] = ascii_rows(block)
         return out
 
     def flat(self, starts: np.ndarray, counts: np.ndarray, dtype: str) -> np.ndarray:

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..._cols import filled
-from ..._vecfb import rows_at
+from ..._vecfb import ascii_rows, rows_at
 from ...limits import DELEGATE_SCAN_MAX_BYTES
 from ...source import Source
 from ..parsed import Parsed
@@ -62,9 +62,7 @@ def _hex_runs(blob: memoryview) -> set[str]:
         return set()
     first = np.repeat(starts, counts)  # the k-th key of a run starts 64 * k after the run
     first += 64 * (np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts))
-    block = rows_at(np.frombuffer(raw, np.uint8), first, 64)
-    text = block.tobytes().decode("ascii")
-    return {text[i:i + 64] for i in range(0, len(text), 64)}
+    return set(ascii_rows(rows_at(np.frombuffer(raw, np.uint8), first, 64)))
 
 
 class _Substrings:

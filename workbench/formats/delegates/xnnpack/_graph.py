@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ...._cols import filled, objects
-from ...._vecfb import SlowPath, Tables, VecReader, rows_at, unique_tuples
+from ...._vecfb import SlowPath, Tables, VecReader, ascii_rows, rows_at, unique_tuples
 from ....flatbuf import FlatBuffer, Table
 from ....limits import NUMEL_MAX
 from . import schema as S
@@ -387,7 +387,7 @@ def read_many(vec: VecReader, roots: list[Table], xn00: bool, home: Home | None)
 
 def _keys(rd: _Reader, ref: np.ndarray, length: np.ndarray, owner: np.ndarray) -> np.ndarray:
     """The named keys (``None`` where absent). Keys are ASCII of a few lengths (sha256 hex,
-    ``scale_`` + hex): gathered as fixed-width rows per length, decoded in one call each;
+    ``scale_`` + hex): gathered as fixed-width rows per length (see ``ascii_rows``);
     anything else goes through the generic string reader."""
     vec = rd.vec
     present = ref > 0
@@ -404,13 +404,7 @@ def _keys(rd: _Reader, ref: np.ndarray, length: np.ndarray, owner: np.ndarray) -
         block = rows_at(vec.u8, start, n + 1)
         if block[:, n].any() or (block[:, :n] >= 0x80).any() or (block[:, :n] == 0).any():
             return rd.strings(ref, owner)  # not NUL-terminated, non-ASCII or holding a NUL
-        if n == 0:
-            out[rows] = ""
-        else:  # one decode, then one slice per key
-            text = block[:, :n].tobytes().decode("ascii")
-            total = len(text)
-            out[rows] = list(map(text.__getitem__, map(slice, range(0, total, n),
-                                                      range(n, total + 1, n))))
+        out[rows] = ascii_rows(block)  # (each row's NUL terminator dropped)
     return out
 
 
