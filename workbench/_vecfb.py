@@ -26,6 +26,50 @@ _WINDOW_ROWS = 64
 _FIXED_WIDTHS = 8
 
 
+#: Up to this many distinct vtables are decoded one by one (cached), more in one pass.
+_VTABLES_ONE_BY_ONE = 4
+
+
+def _vtables(vec: VecReader, uniq: np.ndarray, path: str
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The vtables at positions ``uniq``: ``(field offsets (one row each, 0 = absent), table
+    sizes, vtable sizes)``, with the checks of ``FlatBuffer._read_vtable`` (any violation
+    raises :class:`SlowPath`; the scalar reader then names it)."""
+    fb = vec.fb
+    if len(uniq) <= _VTABLES_ONE_BY_ONE:
+        decoded = []
+        for v in uniq.tolist():
+            try:
+                decoded.append(fb._vtables.get(v) or fb._read_vtable(v, path, 0))
+            except Exception as e:  # the scalar path will report it precisely
+                raise SlowPath(str(e)) from None
+        width = max((len(f) for _, f in decoded), default=0)
+        table = np.zeros((len(uniq), max(width, 1)), np.int64)
+        sizes = np.empty(len(uniq), np.int64)
+        for k, (ts, f) in enumerate(decoded):
+            table[k, : len(f)] = f
+            sizes[k] = ts
+        return table, sizes, 4 + 2 * np.array([len(f) for _, f in decoded], np.int64)
+    if uniq[0] < vec.base or (uniq & 1).any():
+        raise SlowPath("vtable outside the buffer or not 2-byte aligned")
+    vtsize = vec.gather(uniq, "<u2").astype(np.int64)
+    sizes = vec.gather(uniq + 2, "<u2").astype(np.int64)
+    if (vtsize < 4).any() or (vtsize & 1).any() or (sizes < 4).any():
+        raise SlowPath("vtable or table size invalid")
+    if (uniq + vtsize > vec.end).any():
+        raise SlowPath("vtable runs past the end")
+    nfields = (vtsize - 4) // 2
+    width = int(nfields.max())
+    table = np.zeros((len(uniq), max(width, 1)), np.int64)
+    if width:
+        has = np.arange(width) < nfields[:, None]
+        at = uniq[:, None] + 4 + 2 * np.arange(width)
+        table[:, :width][has] = vec.gather(at[has], "<u2")
+        if ((table > 0) & (table < 4)).any():
+            raise SlowPath("a field offset overlaps the table's soffset")
+    return table, sizes, vtsize
+
+
 def rows_at(u8: np.ndarray, starts: np.ndarray, width: int) -> np.ndarray:
     """``u8[s:s + width]`` for every ``s`` in ``starts``, as a ``(len(starts), width)`` array
     (the caller has checked every row to lie inside ``u8``). Many rows are gathered through
@@ -57,43 +101,39 @@ class SlowPath(Exception):
 
 
 class Tables:
-    """Many tables of one type: positions, and per-table field offsets from their vtables."""
+    """Many tables of one type: positions, and per-table field offsets from their vtables.
 
-    __slots__ = ("inv", "pos", "sizes", "table", "vec")
+    ``vt`` is each table's vtable position; ``table``/``sizes``/``vtsize`` hold, per distinct
+    vtable, its field offsets, the table size it declares and its own size in bytes;
+    ``inv`` maps each table to its vtable row (``None``: all tables share row 0).
+    """
+
+    __slots__ = ("inv", "pos", "sizes", "table", "vec", "vt", "vtsize")
 
     def __init__(self, vec: VecReader, pos: np.ndarray, path: str) -> None:
         self.vec = vec
         self.pos = pos
-        fb = vec.fb
         self.inv: np.ndarray | None = None  # vtable of each table (None: all share one)
         if len(pos) == 0:
+            self.vt = pos
             self.table = np.zeros((1, 1), np.int64)
             self.sizes = np.zeros(1, np.int64)
+            self.vtsize = np.full(1, 4, np.int64)
             return
         vec.check(pos, 4)
-        vt = pos - vec.gather(pos, "<i4")
+        vt = self.vt = pos - vec.gather(pos, "<i4")
         if vt.min() == vt.max():  # the common case: one vtable for all
             uniq = vt[:1]
         else:
-            uniq = np.unique(vt)  # hashed, then sorted: few distinct vtables
+            # tables of one type mostly come in runs that share a vtable: the distinct
+            # vtables are among the first of each run (a short array to sort)
+            edge = np.flatnonzero(vt[1:] != vt[:-1])
+            uniq = np.unique(vt[np.concatenate(([0], edge + 1))])
             if len(uniq) > 4096:
                 raise SlowPath("too many distinct vtables")
             self.inv = np.searchsorted(uniq, vt)
-        decoded = []
-        for v in uniq.tolist():
-            try:
-                decoded.append(fb._vtables.get(v) or fb._read_vtable(v, path, 0))
-            except Exception as e:  # the scalar path will report it precisely
-                raise SlowPath(str(e)) from None
-        width = max((len(f) for _, f in decoded), default=0)
-        table = np.zeros((len(uniq), max(width, 1)), np.int64)
-        sizes = np.empty(len(uniq), np.int64)
-        for k, (ts, f) in enumerate(decoded):
-            table[k, : len(f)] = f
-            sizes[k] = ts
-        self.table = table
-        self.sizes = sizes
-        tsize = sizes[0] if self.inv is None else sizes[self.inv]
+        self.table, self.sizes, self.vtsize = _vtables(vec, uniq, path)
+        tsize = self.sizes[0] if self.inv is None else self.sizes[self.inv]
         if (pos + tsize > vec.end).any():
             raise SlowPath("table runs past the end")
 

@@ -238,15 +238,9 @@ def values(ctx: Ctx, raw: RawGraph, const: Constants) -> dict[str, Any]:
     flags = c["flags"]
     role = np.where(flags & S.FLAG_EXTERNAL_INPUT, 1,
                     np.where(flags & S.FLAG_EXTERNAL_OUTPUT, 2, np.where(is_const, 0, 3)))
-    prefixes = [f"{b.method}/delegate{b.index}/" for b in ctx.blobs]
     ids = c["id_out"]
-    if ctx.exact:
-        names = list(map(prefixes[0].__add__, map(str, ids.tolist())))
-    else:
-        names = list(map(str.__add__, map(prefixes.__getitem__, own.tolist()),
-                         map(str, ids.tolist())))
     cols: dict[str, Any] = {
-        "name": objects(names),
+        "name": _names(ctx, ids, own),
         "value": ids, "dtype": Coded(dt, _DTYPES), "backend_dtype": Coded(dt, _NAMES),
         "shape": c["shape"], "numel": numel, "nbytes": nbytes,
         "role": Coded(role, ROLES), "quant": Coded(c["qtype"], S.QUANT_TYPES),
@@ -262,6 +256,26 @@ def values(ctx: Ctx, raw: RawGraph, const: Constants) -> dict[str, Any]:
     }
     cols.update(_scales(ctx, raw, const))
     return cols
+
+
+def _names(ctx: Ctx, ids: np.ndarray, own: np.ndarray) -> np.ndarray:
+    """``'<method>/delegate<index>/<value id>'`` per value: one concatenation per row, the
+    digits of ids below 2**16 made once."""
+    n = len(ids)
+    prefixes = [f"{b.method}/delegate{b.index}/" for b in ctx.blobs]
+    small = n and int(ids.min()) >= 0 and int(ids.max()) < 1 << 16
+    digits = objects(list(map(str, range(int(ids.max()) + 1)))) if small else None
+    out = np.empty(n, object)
+    # rows are in blob order (read_many lists each blob's values after the previous one's)
+    bounds = [0, n] if ctx.exact else np.searchsorted(own, np.arange(len(prefixes) + 1)).tolist()
+    for k, prefix in enumerate(prefixes):
+        a, b = bounds[k], bounds[k + 1]
+        if a == b:
+            continue
+        part = ids[a:b]
+        texts = digits[part].tolist() if small else list(map(str, part.tolist()))
+        out[a:b] = list(map(prefix.__add__, texts))
+    return out
 
 
 def _scales(ctx: Ctx, raw: RawGraph, const: Constants) -> dict[str, Any]:

@@ -231,20 +231,14 @@ class Home:
         pos = T.pos
         if not len(pos):
             return
-        tsize = T.sizes[0] if T.inv is None else T.sizes[T.inv]
-        self._inside(pos, pos + tsize, owner)
-        vt = pos - self.vec.gather(pos, "<i4")
-        # the vtable of each row, by the Tables' own grouping (no second sort)
         if T.inv is None:
-            uniq, inv = vt[:1], np.zeros(len(vt), np.int64)
+            tsize, width = T.sizes[0], T.vtsize[0]
         else:
-            inv = T.inv
-            uniq = np.empty(len(T.sizes), np.int64)
-            uniq[inv] = vt
-        cache = self.fb._vtables
-        width = np.array([4 + 2 * len(cache[v][1]) if v in cache else 1 << 40
-                          for v in uniq.tolist()], np.int64)
-        self._inside(vt, vt + width[inv], owner)
+            tsize, width = T.sizes[T.inv], T.vtsize[T.inv]
+        lo, hi = self.lo[owner], self.hi[owner]
+        vt = T.vt
+        if ((pos < lo) | (pos + tsize > hi) | (vt < lo) | (vt + width > hi)).any():
+            raise SlowPath("a reference leaves its own graph")
 
     def vectors(self, start: np.ndarray, count: np.ndarray, elem: int, owner: np.ndarray) -> None:
         has = count > 0
@@ -500,11 +494,12 @@ def _id_tuples(N: Tables, slots: tuple[int, ...], owner: np.ndarray, drop_invali
     n = len(owner)
     if not slots:
         return filled(n, ()), np.zeros(0, np.int64), np.zeros(0, np.int64)
-    mat = np.stack([N.scalar(s, "<u4").astype(np.int64) for s in slots], axis=1)
+    cols = [N.scalar(s, "<u4").astype(np.int64) for s in slots]
+    mat = np.stack(cols, axis=1)
     own = np.repeat(owner, len(slots))
     bad = mat == S.INVALID_ID
-    if not drop_invalid or not bad.any():
-        return objects(list(map(tuple, mat.tolist()))), mat.reshape(-1), own
+    if not drop_invalid or not bad.any():  # (zip makes the tuples, no list per row)
+        return objects(list(zip(*(c.tolist() for c in cols)))), mat.reshape(-1), own
     # rows grouped by which slots are absent (few patterns): one tolist() per pattern
     pattern = bad @ (1 << np.arange(len(slots), dtype=np.int64))
     out = np.empty(n, object)
