@@ -96,6 +96,19 @@ def ascii_rows(block: np.ndarray) -> list[str]:
     return list(map(bytes.decode, fixed.tolist()))
 
 
+#: log2 of the scalar sizes
+_SHIFT = {2: 1, 4: 2, 8: 3}
+_DTYPES: dict[str, np.dtype] = {}
+
+
+def _dtype(name: str) -> np.dtype:
+    """``np.dtype(name)``, looked up once per name."""
+    dt = _DTYPES.get(name)
+    if dt is None:
+        dt = _DTYPES[name] = np.dtype(name)
+    return dt
+
+
 class SlowPath(Exception):
     """A check failed: re-read with the scalar verifying reader for a precise error."""
 
@@ -158,22 +171,34 @@ class Tables:
 
     def scalar(self, i: int, dtype: str, default: int | float = 0) -> np.ndarray:
         """Scalar field ``i`` of every table (``default`` where absent)."""
-        dt = np.dtype(dtype)
-        p = self.field(i, dt.itemsize)
+        dt = _dtype(dtype)
+        p = self.field(i, dt.itemsize)  # (inside its table, so inside the buffer)
+        if self.inv is None:  # one vtable: the field is in every table or in none
+            if len(p) and p[0] > 0:
+                return self.vec.gather(p, dtype, checked=True)
+            return np.full(len(p), default, dtype=dt)
         out = np.full(len(self.pos), default, dtype=dt)
         present = p > 0
         if present.any():
-            out[present] = self.vec.gather(p[present], dtype)
+            out[present] = self.vec.gather(p[present], dtype, checked=True)
         return out
 
     def ref(self, i: int) -> np.ndarray:
         """Target of reference field ``i`` per table (0 where absent), checked in bounds."""
         p = self.field(i, 4)
+        end = self.vec.end
+        if self.inv is None:
+            if not (len(p) and p[0] > 0):
+                return np.zeros(len(p), np.int64)
+            tgt = p + self.vec.gather(p, "<u4", checked=True)
+            if tgt.max() >= end:
+                raise SlowPath("reference points past the end")
+            return tgt
         out = np.zeros(len(self.pos), np.int64)
         present = p > 0
         if present.any():
-            tgt = p[present] + self.vec.gather(p[present], "<u4")
-            if (tgt >= self.vec.end).any():
+            tgt = p[present] + self.vec.gather(p[present], "<u4", checked=True)
+            if tgt.max() >= end:
                 raise SlowPath("reference points past the end")
             out[present] = tgt
         return out
@@ -199,18 +224,21 @@ class VecReader:
         if len(pos) and (pos.min() < self.base or pos.max() + size > self.end):
             raise SlowPath("position out of bounds")
 
-    def gather(self, pos: np.ndarray, dtype: str) -> np.ndarray:
-        """Little-endian scalars of ``dtype`` at absolute positions ``pos`` (unaligned ok)."""
-        dt = np.dtype(dtype)
+    def gather(self, pos: np.ndarray, dtype: str, checked: bool = False) -> np.ndarray:
+        """Little-endian scalars of ``dtype`` at absolute positions ``pos`` (unaligned ok);
+        ``checked``: the caller has made sure that every read lies inside the buffer."""
+        dt = _dtype(dtype)
         n = dt.itemsize
-        self.check(pos, n)
+        if not checked:
+            self.check(pos, n)
         if n == 1:
             return self.u8[pos].view(dt)
-        if not (pos & (n - 1)).any():  # flatbuffers aligns scalars: one typed fancy index
+        # flatbuffers aligns scalars: one typed fancy index
+        if not len(pos) or not int(np.bitwise_or.reduce(pos)) & (n - 1):
             view = self._views.get(dt)
             if view is None:
                 view = self._views[dt] = self.u8[: len(self.u8) // n * n].view(dt)
-            return view[pos // n]
+            return view[pos >> _SHIFT[n]]
         return np.ascontiguousarray(rows_at(self.u8, pos, n)).view(dt).reshape(-1)
 
     def tables(self, pos: np.ndarray, path: str) -> Tables:
@@ -288,7 +316,7 @@ class VecReader:
 
     def flat(self, starts: np.ndarray, counts: np.ndarray, dtype: str) -> np.ndarray:
         """All elements of many vectors, concatenated (split with ``counts``)."""
-        dt = np.dtype(dtype)
+        dt = _dtype(dtype)
         total = int(counts.sum())
         if total == 0:
             return np.zeros(0, dt)
