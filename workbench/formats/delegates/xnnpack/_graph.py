@@ -503,9 +503,10 @@ def _id_tuples(N: Tables, slots: tuple[int, ...], owner: np.ndarray, drop_invali
     # rows grouped by which slots are absent (few patterns): one tolist() per pattern
     pattern = bad @ (1 << np.arange(len(slots), dtype=np.int64))
     out = np.empty(n, object)
-    for p in np.unique(pattern).tolist():
-        rows = np.flatnonzero(pattern == p)
-        keep = [k for k in range(len(slots)) if not p >> k & 1]
-        out[rows] = objects(list(map(tuple, mat[np.ix_(rows, keep)].tolist())))
+    patterns = np.unique(pattern).tolist()
+    for p in patterns:
+        rows = np.flatnonzero(pattern == p) if len(patterns) > 1 else slice(None)
+        kept = [cols[k][rows].tolist() for k in range(len(slots)) if not p >> k & 1]
+        out[rows] = objects(list(zip(*kept))) if kept else filled(len(mat[rows]), ())
     good = ~bad.reshape(-1)
     return out, mat.reshape(-1)[good], own[good]
