@@ -56,6 +56,37 @@ class Coded(NamedTuple):
         return lut[self.codes]
 
 
+class Batch(NamedTuple):
+    """Columns of several blobs read in one pass (``tensors``/``nodes``: every blob's rows,
+    in blob order) and the rows of one blob in them: a parser sets it as ``_batch`` on each
+    blob's record, and :func:`tensor_columns` takes the shared columns whole when the
+    records are exactly those blobs, in order."""
+
+    tensors: dict[str, Any]
+    nodes: dict[str, Any]
+    values: slice
+    node_rows: slice
+
+
+def _whole(infos: list[BlobInfo], attr: str) -> dict[str, Any] | None:
+    """The shared columns of ``infos`` when they are one :class:`Batch`, complete and in
+    order; ``None`` otherwise."""
+    batches = [getattr(b, "_batch", None) for b in infos]
+    first = batches[0] if batches else None
+    if first is None:
+        return None
+    whole = first.tensors if attr == "tensors" else first.nodes
+    at = 0
+    for b in batches:
+        if b is None or (b.tensors if attr == "tensors" else b.nodes) is not whole:
+            return None
+        rows = b.values if attr == "tensors" else b.node_rows
+        if rows.start != at:
+            return None
+        at = rows.stop
+    return whole if at == len(whole["value" if attr == "tensors" else "node"]) else None
+
+
 def _cat(parts: list[Any]) -> Any:
     coded = [p for p in parts if isinstance(p, Coded)]
     if coded and len(coded) == len(parts) and all(p.names == coded[0].names for p in coded):
@@ -94,12 +125,16 @@ def _columns(infos: Sequence[BlobInfo], attr: str, kinds: dict[str, str]) -> dic
         "index": (np.repeat(np.array([b.index for b, _ in parts], np.int64), sizes) if parts
                   else np.zeros(0, np.int64)),
     }
+    whole = _whole([b for b, _ in parts], attr)
+    if whole is not None:  # one pass over all these blobs: its columns, not re-joined
+        parts = [(parts[0][0], whole)]
     for col, kind in kinds.items():
         if parts and kind == "cat":
             out[col] = _cat([cols[col] for _, cols in parts])
             continue
         if parts:
-            values = np.concatenate([cols[col] for _, cols in parts])
+            values = (parts[0][1][col] if len(parts) == 1 else
+                      np.concatenate([cols[col] for _, cols in parts]))
         else:
             values = (objects([]) if kind in ("cat", "str", "obj") else
                       np.zeros(0, np.int8 if kind == "bool3" else

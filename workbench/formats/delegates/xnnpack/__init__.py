@@ -24,7 +24,7 @@ from ...._vecfb import SlowPath, VecReader
 from ....errors import CorruptError, TruncatedError, UnsupportedVersionError
 from ....flatbuf import FlatBuffer
 from .._base import Blob, BlobInfo
-from .._columns import Coded
+from .._columns import Batch, Coded
 from . import _assemble, _graph
 from . import schema as S
 
@@ -148,9 +148,12 @@ def parse_many(blobs: list[Blob]) -> list[BlobInfo]:
         raw.version, raw.num_externs = one.version, one.num_externs
         vs = slice(int(v_base[k]), int(v_base[k] + v_count[k]))
         ns = slice(int(n_base[k]), int(n_base[k] + n_count[k]))
-        out.append(_info(b, header, parts, raw, const, fb_start, fb_size, cd_start, cd_size,
-                         ident, {c: _part(v, vs) for c, v in tensors.items()},
-                         {c: _part(v, ns) for c, v in nodes.items()}, k))
+        info = _info(b, header, parts, raw, const, fb_start, fb_size, cd_start, cd_size,
+                     ident, {c: _part(v, vs) for c, v in tensors.items()},
+                     {c: _part(v, ns) for c, v in nodes.items()}, k)
+        # the columns of all the blobs, which the frames take whole instead of re-joining
+        info._batch = Batch(tensors, nodes, vs, ns)  # type: ignore[attr-defined]
+        out.append(info)
     return out
 
 
