@@ -142,7 +142,7 @@ def _data_choice(art: Artifact, extra: Mapping[str, Any]) -> list[dict[str, Any]
     auto = [path for path, (how, _) in choice.items() if how == "sibling"]
     if not auto:
         return []
-    wanted = extra["wanted_keys"]
+    wanted = extra["wanted_keys"]()
     stem = os.path.splitext(os.path.basename(art.path))[0]
     out = []
     named = [p for p in auto if os.path.splitext(os.path.basename(p))[0] == stem]

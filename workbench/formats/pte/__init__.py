@@ -74,6 +74,7 @@ def read_program(src: Source, start: int, end: int, outer: str = FORMAT,
     ext = External(src, r.methods, r.named)
     ext.attach(data, siblings)
     blobs = DelegateBlobs(r, ext)
+    ext.parsed_keys = blobs.parsed_named_keys
     cols = Columns(r, ext, blobs)
     icols = InstructionColumns(r)
     sources = {r.file: src}
@@ -107,7 +108,8 @@ def read_program(src: Source, start: int, end: int, outer: str = FORMAT,
     # for validate(): how each data file came, and whether other .ptd files fit too
     p.extra["data_choice"] = ext.data_choice
     p.extra["resolves"] = ext.resolves
-    p.extra["wanted_keys"] = len(ext.wants) + len(ext.hex_wanted)
+    # (a callable: the content-hash keys are found by scanning the blobs, done on demand)
+    p.extra["wanted_keys"] = lambda: len(ext.wants) + len(ext.hex_wanted)
     p.extra["span"] = (r.start, r.end)  # the bytes of the file this program covers
     p.findings = r.findings  # shared: frame builders add findings lazily
     return p

@@ -38,6 +38,9 @@ from .program import ProgramReader
 
 __all__ = ["DelegateBlobs"]
 
+#: Backends whose parser lists every named-data key a blob refers to (``named_keys``).
+_LISTS_ALL_KEYS = frozenset({"xnnpack"})
+
 
 class DelegateBlobs:
     """Every delegate blob of one program, inspected once (lazily)."""
@@ -126,6 +129,15 @@ class DelegateBlobs:
         self.r.findings.extend(f._asdict() for f in kernel_findings(ops, ids))
 
     # -- what the frames take ---------------------------------------------------------------
+    def parsed_named_keys(self, method: int, index: int) -> tuple[str, ...] | None:
+        """Every named-data key that the graph of delegate ``index`` of method ``method``
+        refers to, when its parser lists them all (XNNPACK: the ``constant_data`` keys);
+        ``None`` otherwise (unreadable blob, or a backend whose keys are not all known)."""
+        info = self.info(method, index)
+        if info is None or info.backend not in _LISTS_ALL_KEYS:
+            return None
+        return info.named_keys
+
     def segment_rows(self, segment: int, method: int, index: int) -> list[tuple] | None:
         """Sub-segment rows ``(offset, size, name, kind, index, used_by)`` of the blob that
         delegate ``index`` of method ``method`` keeps in ``Program.segments[segment]``, or

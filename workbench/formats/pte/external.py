@@ -9,7 +9,8 @@ always attached; siblings (best candidates first) only while they resolve a want
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from itertools import chain
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -154,42 +155,69 @@ class External:
         self.data: list[Parsed] = []
         self.data_choice: dict[str, tuple[str, int]] = {}
         self._key_users: dict[str, list[str]] | None = None
-        self._hex_key_cache: dict[str, list[str]] | None = None
+        self._hex_sets: list[set[str]] | None = None
+        self._hex_wanted: set[str] | None = None
+        #: ``(method, delegate) -> keys`` of a blob whose parser lists every named-data key
+        #: its graph refers to (``None``: unknown, the blob's bytes are scanned instead);
+        #: set by the program reader once it can take the blobs apart.
+        self.parsed_keys: Callable[[int, int], tuple[str, ...] | None] | None = None
 
-    def _blobs(self) -> list[tuple[str, memoryview]]:
-        """(label, bytes) of every delegate blob small enough to scan (up to 64 MiB)."""
+    def _blobs(self) -> list[tuple[str, memoryview | None, int, int]]:
+        """(label, bytes, method, delegate) of every delegate blob; the bytes are ``None``
+        for a blob too large to scan (over 64 MiB)."""
         out = []
-        for plan in self.methods:
+        for m, plan in enumerate(self.methods):
             for k, d in enumerate(plan.delegates):
-                if d.size <= MAX_SCANNED_BLOB:
-                    out.append((f"{plan.name} delegate {k} ({d.id})",
-                                self.src.buf[d.offset: d.offset + d.size]))
+                view = (self.src.buf[d.offset: d.offset + d.size] if d.size <= MAX_SCANNED_BLOB
+                        else None)
+                out.append((f"{plan.name} delegate {k} ({d.id})", view, m, k))
         return out
 
-    def _hex_keys(self) -> dict[str, list[str]]:
-        """Content-hash keys each blob mentions (the blobs are scanned once per program)."""
-        found = self._hex_key_cache
-        if found is None:
-            found = {}
-            for label, blob in self._blobs():
-                for key in _hex_runs(blob):
-                    found.setdefault(key, []).append(label)
-            self._hex_key_cache = found
-        return found
+    def _hex_in(self) -> list[set[str]]:
+        """The content-hash keys each blob mentions (empty for one too large to scan); the
+        blobs are scanned once per program."""
+        if self._hex_sets is None:
+            self._hex_sets = [set() if view is None else _hex_runs(view)
+                              for _, view, _, _ in self._blobs()]
+        return self._hex_sets
+
+    @property
+    def hex_wanted(self) -> set[str]:
+        """Content-hash keys that a blob mentions and the program does not hold itself (what a
+        data file may resolve; worked out on first use)."""
+        if self._hex_wanted is None:
+            own = {k for k, _ in self.named}
+            self._hex_wanted = {k for keys in self._hex_in() for k in keys} - own
+        return self._hex_wanted
 
     def _delegate_keys(self, candidates: set[str]) -> dict[str, list[str]]:
-        """key -> delegates whose processed blob mentions it (blobs up to 64 MiB are scanned)."""
-        hex_keys = self._hex_keys()
-        found = {k: v for k, v in hex_keys.items() if k in candidates}
-        plain = [k for k in candidates  # (strip: empty when every character is a hex digit)
-                 if k and k not in hex_keys  # (a key the hex scan found is 64 hex digits)
-                 and not (len(k) == 64 and not k.strip("0123456789abcdef"))]
-        if plain and len(plain) <= 4096:
-            search = _Substrings(plain)
-            for label, blob in self._blobs():
-                for key in search.within(blob):
+        """key -> delegates whose blob refers to it: the keys its parser lists (see
+        :attr:`parsed_keys`), else the keys its bytes mention (blobs up to 64 MiB)."""
+        found: dict[str, list[str]] = {}
+        search: _Substrings | None = None
+        parsed = self.parsed_keys
+        for i, (label, view, m, k) in enumerate(self._blobs()):
+            keys = None if parsed is None else parsed(m, k)
+            if keys is None:
+                if view is None:
+                    continue
+                if search is None:
+                    search = self._plain_search(candidates)
+                keys = [key for key in self._hex_in()[i] if key in candidates]
+                if search is not False:
+                    keys += search.within(view)
+            for key in keys:
+                if key in candidates:
                     found.setdefault(key, []).append(label)
         return found
+
+    @staticmethod
+    def _plain_search(candidates: set[str]) -> _Substrings | bool:
+        """The search for the keys that are not 64 hex digits (``False``: none, or more than
+        4,096 of them, which are then not searched for)."""
+        plain = [k for k in candidates  # (strip: empty when every character is a hex digit)
+                 if k and (len(k) != 64 or k.strip("0123456789abcdef"))]
+        return _Substrings(plain) if plain and len(plain) <= 4096 else False
 
     def _external_wants(self) -> dict[str, Want]:
         """fqn -> what every external tensor of the program needs."""
@@ -210,10 +238,18 @@ class External:
         resolve one (see :meth:`resolves`). ``self.data_choice`` records, per attached file,
         how it came (``data`` or ``sibling``) and how many wanted keys it resolved.
         """
-        own = {k for k, _ in self.named}
-        self.hex_wanted = set(self._hex_keys()) - own
         self.data = list(data)
+        peeked = None
+        if not self.data:
+            if not self.wants and not any(plan.delegates for plan in self.methods):
+                return  # nothing that a data file could resolve
+            peeked = next(iter(siblings), None)
+            if peeked is None:  # no data file at all: the blobs need not be scanned now
+                return
+            siblings = chain((peeked,), siblings)
         unresolved = set(self.wants) | self.hex_wanted
+        if not unresolved and peeked is not None:
+            peeked.sources[peeked.path].close()
         for p in data:
             hits = self.resolves(p)
             self.data_choice[p.path] = ("data", len(hits))
