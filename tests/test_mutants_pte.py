@@ -3946,3 +3946,56 @@ def test_named_data_of_a_delegated_program_with_only_an_empty_data_file(tmp_path
         dt = art.frames["delegate_tensors"]
         named = dt[dt["named_key"].notna()]
         assert len(named) and named["missing"].all()
+
+
+# -- the value tables of several methods are read in one pass --------------------------------
+def _program(path):
+    from workbench.formats.pte.program import ProgramReader
+
+    src = Source(path)
+    r = ProgramReader(src, 0, src.size)
+    r.parse()
+    return r
+
+
+def test_values_of_many_methods_read_together_equal_one_by_one():
+    from workbench.formats.pte.program import Program
+    from workbench.formats.pte.tensors import Tensors
+
+    r = _program(SAMPLES / "multi_method.pte")
+    plans = r.fb.root("Program").tables(Program.execution_plan, "execution_plan")
+    many = r.tensor_reader.values_many(plans)
+    assert len(many) == len(plans) == 6
+    for (vtypes, vpos, t), plan in zip(many, plans):
+        w_vtypes, w_vpos, w = r.tensor_reader.values_fast(plan)
+        assert vtypes.tolist() == w_vtypes.tolist() and vpos.tolist() == w_vpos.tolist()
+        for f in Tensors.__slots__:
+            if f != "shape_id":  # ids of the shapes of all methods; equal <=> equal shapes
+                assert getattr(t, f).tolist() == getattr(w, f).tolist(), f
+        same = t.shape_id[:, None] == t.shape_id[None, :]
+        assert (same == (w.shape_id[:, None] == w.shape_id[None, :])).all()
+    assert [len(m.tensors) for m in r.methods] == [len(t) for _, _, t in many]
+
+
+def test_a_method_the_joint_pass_cannot_vouch_for_is_read_alone(monkeypatch):
+    """When the joint pass gives up, every method is read on its own fast path (the frames
+    stay the same)."""
+    from workbench.formats.pte import tensors
+
+    path = SAMPLES / "multi_method.pte"
+    with wb.open(path) as art:
+        want = {n: art.frames[n] for n in ("tensors", "values", "methods")}
+    calls = []
+    real = tensors.TensorReader._tensors_fast
+
+    def first_gives_up(self, tidx, tpos, where):
+        calls.append(len(tidx))
+        if len(calls) == 1:
+            raise SlowPath("test")
+        return real(self, tidx, tpos, where)
+
+    monkeypatch.setattr(tensors.TensorReader, "_tensors_fast", first_gives_up)
+    with wb.open(path) as art:
+        for n, frame in want.items():
+            pd.testing.assert_frame_equal(art.frames[n], frame)
+    assert calls[0] == sum(calls[1:]) and len(calls) == 1 + 6  # the joint pass, then each

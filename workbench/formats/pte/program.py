@@ -129,8 +129,15 @@ class ProgramReader:
         self.named_seg = np.fromiter((i for _, i in self.named), np.int64, len(self.named))
         self.tensor_reader = TensorReader(self.file, self.end, self.vec, self.constant_segment,
                                           self.constant_buffer, self.mutable_segments)
-        self.methods = [self._plan(k, t) for k, t in
-                        enumerate(prog.tables(Program.execution_plan, "execution_plan"))]
+        plans = prog.tables(Program.execution_plan, "execution_plan")
+        values = None
+        if self.fast and len(plans) > 1:  # the value tables of all methods in one pass
+            try:
+                values = self.tensor_reader.values_many(plans)
+            except SlowPath:
+                values = None  # one by one, each on its fast path first
+        self.methods = [self._plan(k, t, None if values is None else values[k])
+                        for k, t in enumerate(plans)]
 
     def _segments(self, prog: Table) -> list[Span]:
         """``Program.segments`` as absolute spans (vectorised; the scalar reader names the
@@ -266,17 +273,20 @@ class ProgramReader:
         return named
 
     # -- methods ------------------------------------------------------------------------------
-    def _plan(self, m: int, plan: Table) -> Method:
+    def _plan(self, m: int, plan: Table,
+              values: tuple[np.ndarray, np.ndarray, Tensors] | None = None) -> Method:
+        """Method ``m`` (``values``: its value table, already read with the others')."""
         name = plan.string(ExecutionPlan.name, "name")
         name = name if name is not None else f"method{m}"
         tr = self.tensor_reader
         try:
             if not self.fast:
                 raise SlowPath("disabled")
-            vtypes, vpos, tensors = tr.values_fast(plan)
+            vtypes, vpos, tensors = values if values is not None else tr.values_fast(plan)
             ins = self._instructions_fast(plan)
         except SlowPath:
-            vtypes, vpos, tensors = tr.values_slow(plan)
+            if values is None:
+                vtypes, vpos, tensors = tr.values_slow(plan)
             ins = self._instructions_slow(plan)
         operators = [OperatorEntry(o.string(Operator.name, "name") or "",
                                    o.string(Operator.overload, "overload") or "")
