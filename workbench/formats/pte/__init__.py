@@ -71,7 +71,7 @@ def read_program(src: Source, start: int, end: int, outer: str = FORMAT,
     """Read a program stored in ``src[start:end)`` (``start`` > 0 for one embedded in a .bpte)."""
     r = ProgramReader(src, start, end)
     r.parse()
-    ext = External(src, r.methods, r.named)
+    ext = External(src, r.methods, r.named_keys.tolist())
     ext.attach(data, siblings)
     blobs = DelegateBlobs(r, ext)
     ext.parsed_keys = blobs.parsed_named_keys

@@ -234,7 +234,7 @@ class Columns:
     def _read_named_parts(self) -> list[dict[str, Any]]:
         r = self.r
         out = []
-        if r.named:
+        if len(r.named_keys):
             segs = r.named_seg
             size = r.seg_size[segs]
             n = len(segs)
@@ -408,7 +408,7 @@ class Columns:
                                     "shape", "quant", "group_size")}
         c = {k: np.concatenate([p[k] for p in parts]) for k in parts[0] if k != "file_path"}
         n = len(c["key"])
-        if len(parts) == 1 and self.r.named:  # the program's own keys only: roles known
+        if len(parts) == 1 and len(self.r.named_keys):  # the program's own keys only: roles known
             role = self._named_roles().copy()
         else:
             role = named_data_roles(c["key"])

@@ -20,7 +20,7 @@ from ..._vecfb import ascii_rows, rows_at
 from ...limits import DELEGATE_SCAN_MAX_BYTES
 from ...source import Source
 from ..parsed import Parsed
-from .program import Method, NamedEntry
+from .program import Method
 from .tensors import DTYPE_NAMES, EXTERNAL, Tensors
 
 #: Delegate blobs larger than this are not scanned for keys.
@@ -147,7 +147,8 @@ class ExternalPlacement(NamedTuple):
 class External:
     """The data files attached to one program and the keys they resolve."""
 
-    def __init__(self, src: Source, methods: list[Method], named: list[NamedEntry]) -> None:
+    def __init__(self, src: Source, methods: list[Method], named: list[str]) -> None:
+        """``named``: the keys of the program's own named data."""
         self.src = src
         self.methods = methods
         self.named = named
@@ -186,7 +187,7 @@ class External:
         """Content-hash keys that a blob mentions and the program does not hold itself (what a
         data file may resolve; worked out on first use)."""
         if self._hex_wanted is None:
-            own = {k for k, _ in self.named}
+            own = set(self.named)
             self._hex_wanted = {k for keys in self._hex_in() for k in keys} - own
         return self._hex_wanted
 
@@ -272,7 +273,7 @@ class External:
         and of the attached data files (worked out on first use: the named_data frame)."""
         users = self._key_users
         if users is None:
-            keys = {k for k, _ in self.named}
+            keys = set(self.named)
             for p in self.data:
                 keys.update(p.extra["ptd"].by_key)
             users = self._key_users = self._delegate_keys(keys)

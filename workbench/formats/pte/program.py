@@ -114,19 +114,23 @@ class ProgramReader:
         self.vec = VecReader(fb)
         prog = fb.root("Program")
         self.version = prog.u32(Program.version)
-        self.segments = self._segments(prog)  # first: everything else points into them
         #: the segments as int64 columns (absolute offset, size), for vectorised joins
-        self.seg_off = np.fromiter((o for o, _ in self.segments), np.int64, len(self.segments))
-        self.seg_size = np.fromiter((z for _, z in self.segments), np.int64, len(self.segments))
+        self.seg_off = self.seg_size = np.zeros(0, np.int64)
+        self.segments = self._segments(prog)  # first: everything else points into them
+        if len(self.seg_off) != len(self.segments):  # (read by the scalar path)
+            self.seg_off = np.fromiter((o for o, _ in self.segments), np.int64,
+                                       len(self.segments))
+            self.seg_size = np.fromiter((z for _, z in self.segments), np.int64,
+                                        len(self.segments))
         self._check_overlap()
         self._constants(prog)
         self.inline_delegate_data = [
             Span(*t.vector(BackendDelegateInlineData.data, 1, "data"))
             for t in prog.tables(Program.backend_delegate_data, "backend_delegate_data")]
-        self.named = self._named(prog)
-        #: the named data as columns: keys (object array) and segment indices (int64)
-        self.named_keys = np.fromiter((k for k, _ in self.named), object, len(self.named))
-        self.named_seg = np.fromiter((i for _, i in self.named), np.int64, len(self.named))
+        #: the named data as columns: keys (object array) and segment indices (int64); the
+        #: records (:attr:`named`) are made from them on first use
+        self.named_keys, self.named_seg = self._named(prog)
+        self._named_list: list[NamedEntry] | None = None
         self.tensor_reader = TensorReader(self.file, self.end, self.vec, self.constant_segment,
                                           self.constant_buffer, self.mutable_segments)
         plans = prog.tables(Program.execution_plan, "execution_plan")
@@ -161,8 +165,9 @@ class ProgramReader:
         if n and (offs.max() >= 1 << 62 or sizes.max() >= 1 << 62
                   or (offs + sizes).max() > self.segment_data_size):
             raise SlowPath("segment out of range")
-        base = self.segment_base
-        return [Span(base + o, z) for o, z in zip(offs.tolist(), sizes.tolist())]
+        self.seg_off = offs.astype(np.int64) + self.segment_base
+        self.seg_size = sizes.astype(np.int64)
+        return list(map(Span._make, zip(self.seg_off.tolist(), self.seg_size.tolist())))
 
     def _segments_slow(self, prog: Table) -> list[Span]:
         segments = []
@@ -239,17 +244,28 @@ class ProgramReader:
         base = self.segments[si].offset if si < len(self.segments) else 0
         return Subsegment(si, offsets, base)
 
-    def _named(self, prog: Table) -> list[NamedEntry]:
-        """``Program.named_data`` as (key, segment index) (vectorised; the scalar reader
-        names the first bad entry)."""
+    @property
+    def named(self) -> list[NamedEntry]:
+        """``Program.named_data`` as records (key, segment index)."""
+        if self._named_list is None:
+            self._named_list = list(map(NamedEntry._make, zip(self.named_keys.tolist(),
+                                                              self.named_seg.tolist())))
+        return self._named_list
+
+    def _named(self, prog: Table) -> tuple[np.ndarray, np.ndarray]:
+        """``Program.named_data`` as columns: keys (object array) and segment indices
+        (vectorised; the scalar reader names the first bad entry)."""
         try:
             if not self.fast:
                 raise SlowPath("disabled")
-            return self._named_fast(prog)
+            keys, seg = self._named_fast(prog)
         except SlowPath:
-            return self._named_slow(prog)
+            named = self._named_slow(prog)
+            keys = [k for k, _ in named]
+            seg = np.fromiter((i for _, i in named), np.int64, len(named))
+        return np.fromiter(keys, object, len(keys)), seg
 
-    def _named_fast(self, prog: Table) -> list[NamedEntry]:
+    def _named_fast(self, prog: Table) -> tuple[list[str], np.ndarray]:
         start, n = prog.vector(Program.named_data, 4, "named_data")
         N = self.vec.table_vector(start, n, "Program.named_data")
         keys = self.vec.strings(N.ref(NamedData.key)).tolist()
@@ -258,7 +274,7 @@ class ProgramReader:
             raise SlowPath("segment index out of range")
         if None in keys:
             keys = ["" if k is None else k for k in keys]
-        return list(map(NamedEntry._make, zip(keys, si.tolist())))
+        return keys, si.astype(np.int64)
 
     def _named_slow(self, prog: Table) -> list[NamedEntry]:
         named = []
