@@ -51,7 +51,6 @@ class Columns:
         self.blobs = blobs
         self._names_cache: dict[int, np.ndarray] = {}
         self._roles_cache: np.ndarray | None = None
-        self._joined_users: dict[str, str] | None = None
         self._named_parts_cache: list[dict[str, Any]] | None = None
 
     # -- segments ---------------------------------------------------------------------------
@@ -214,12 +213,7 @@ class Columns:
 
     def _users(self, keys: np.ndarray) -> np.ndarray:
         """'; '-joined delegates whose blobs mention each key (None: none)."""
-        joined = self._joined_users
-        if joined is None:
-            users = self.ext.key_users
-            # most keys have one user: its label list's only string, shared, not re-joined
-            joined = self._joined_users = {
-                key: u[0] if len(u) == 1 else "; ".join(u) for key, u in users.items() if u}
+        joined = self.ext.key_user_text()
         if not joined:
             return filled(len(keys), None)
         return np.fromiter(map(joined.get, keys.tolist()), object, len(keys))

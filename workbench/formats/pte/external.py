@@ -156,6 +156,8 @@ class External:
         self.data: list[Parsed] = []
         self.data_choice: dict[str, tuple[str, int]] = {}
         self._key_users: dict[str, list[str]] | None = None
+        self._user_text: dict[str, str] | None = None
+        self._hits: list[tuple[str, list[str]]] | None = None
         self._hex_sets: list[set[str]] | None = None
         self._hex_wanted: set[str] | None = None
         #: ``(method, delegate) -> keys`` of a blob whose parser lists every named-data key
@@ -191,11 +193,18 @@ class External:
             self._hex_wanted = {k for keys in self._hex_in() for k in keys} - own
         return self._hex_wanted
 
-    def _delegate_keys(self, candidates: set[str]) -> dict[str, list[str]]:
-        """key -> delegates whose blob refers to it: the keys its parser lists (see
-        :attr:`parsed_keys`), else the keys its bytes mention (blobs up to 64 MiB)."""
-        found: dict[str, list[str]] = {}
-        search: _Substrings | None = None
+    def _blob_hits(self) -> list[tuple[str, list[str]]]:
+        """Per delegate blob: its label and the named-data keys (of the program and of the
+        attached data files) it refers to: the keys its parser lists (see
+        :attr:`parsed_keys`), else the keys its bytes mention (blobs up to 64 MiB). Worked
+        out once."""
+        if self._hits is not None:
+            return self._hits
+        candidates = set(self.named)
+        for p in self.data:
+            candidates.update(p.extra["ptd"].by_key)
+        out = []
+        search: _Substrings | bool | None = None
         parsed = self.parsed_keys
         for i, (label, view, m, k) in enumerate(self._blobs()):
             keys = None if parsed is None else parsed(m, k)
@@ -204,13 +213,12 @@ class External:
                     continue
                 if search is None:
                     search = self._plain_search(candidates)
-                keys = [key for key in self._hex_in()[i] if key in candidates]
+                keys = list(self._hex_in()[i])
                 if search is not False:
                     keys += search.within(view)
-            for key in keys:
-                if key in candidates:
-                    found.setdefault(key, []).append(label)
-        return found
+            out.append((label, [key for key in keys if key in candidates]))
+        self._hits = out
+        return out
 
     @staticmethod
     def _plain_search(candidates: set[str]) -> _Substrings | bool:
@@ -269,15 +277,30 @@ class External:
 
     @property
     def key_users(self) -> dict[str, list[str]]:
-        """key -> delegates whose blob mentions it, for every named-data key of the program
-        and of the attached data files (worked out on first use: the named_data frame)."""
+        """key -> delegates whose blob refers to it, for every named-data key of the program
+        and of the attached data files (worked out on first use)."""
         users = self._key_users
         if users is None:
-            keys = set(self.named)
-            for p in self.data:
-                keys.update(p.extra["ptd"].by_key)
-            users = self._key_users = self._delegate_keys(keys)
+            users = self._key_users = {}
+            for label, keys in self._blob_hits():
+                for key in keys:
+                    users.setdefault(key, []).append(label)
         return users
+
+    def key_user_text(self) -> dict[str, str]:
+        """key -> its :attr:`key_users` joined by ``'; '`` (the ``used_by`` column)."""
+        text = self._user_text
+        if text is None:
+            text = self._user_text = {}
+            for label, keys in self._blob_hits():
+                again = [key for key in keys if key in text]  # (a key of several blobs)
+                for key in again:
+                    text[key] = f"{text[key]}; {label}"
+                if again:
+                    seen = set(again)
+                    keys = [key for key in keys if key not in seen]
+                text.update(dict.fromkeys(keys, label))
+        return text
 
     def resolves(self, p: Parsed) -> set[str]:
         """The keys this program wants that the parsed ``.ptd`` ``p`` holds: external tensors
