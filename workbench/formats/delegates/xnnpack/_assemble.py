@@ -157,11 +157,16 @@ def _constant_data(ctx: Ctx, c: dict[str, Any], base: np.ndarray, count: np.ndar
         out.missing[rows] = np.where(found, 0, 1)
         fr = rows[found]
         if len(fr):
-            f, o, z = zip(*filter(None, hits))
-            files = objects(list(map(str, f)))
-            out.file[fr] = files
+            f, o, z = zip(*(hits if len(fr) == len(rows) else filter(None, hits)))
+            paths = set(f)
+            if len(paths) == 1 and type(f[0]) is str:  # every key in one file (the usual)
+                out.file[fr] = f[0]
+                out.storage[fr] = NAMED if f[0] == ctx.path else EXTERNAL
+            else:
+                files = objects(list(map(str, f)))
+                out.file[fr] = files
+                out.storage[fr] = np.where(files == ctx.path, NAMED, EXTERNAL)
             out.offset[fr] = np.array(o, np.int64)
-            out.storage[fr] = np.where(files == ctx.path, NAMED, EXTERNAL)
             have = np.array(z, np.int64)
             short = np.flatnonzero(have < out.size[fr])
             if len(short):
