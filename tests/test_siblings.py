@@ -166,3 +166,40 @@ def test_struct_layout_of_the_edit(folder):
     b = open(folder("y.ptd", edited=True), "rb").read()
     assert len(a) == len(b) and sum(x != y for x, y in zip(a, b)) == 1
     assert struct.unpack_from("<4s", a, 4)[0] == b"FT01"
+
+
+def test_siblings_given_as_a_list_are_each_tried_once(folder, monkeypatch):
+    """``formats.pte.read`` takes any iterable of candidates; a list is tried in order, each
+    candidate once (the first one is looked at before the blobs are scanned)."""
+    from workbench.formats import ptd, pte
+    from workbench.formats.pte.external import External
+    from workbench.source import Source
+
+    wrong = folder("a_wrong.ptd", edited=True)
+    ptd_halve_first_dim(wrong, "fc1.weight")  # another shape: it resolves the other keys
+    right = folder("model.ptd")
+    tried = []
+    real = External.resolves
+    monkeypatch.setattr(External, "resolves",
+                        lambda self, p: tried.append(os.path.basename(p.path)) or real(self, p))
+    cands = [ptd.read(Source(path)) for path in (wrong, right)]
+    p = pte.read(Source(folder.pte), siblings=cands)
+    assert p.info["data_files"] == [wrong, right]
+    assert tried == ["a_wrong.ptd", "model.ptd"]
+
+
+def test_no_candidate_no_blob_scan(tmp_path, sample, monkeypatch):
+    """A delegated program with no data file beside it opens without scanning its blobs for
+    content-hash keys (its frames get the keys from the parsed graphs)."""
+    from workbench.formats.pte import external
+
+    shutil.copy(sample("mlp_xnnpack.pte"), tmp_path / "m.pte")
+    scanned = []
+    real = external._hex_runs
+    monkeypatch.setattr(external, "_hex_runs", lambda blob: scanned.append(1) or real(blob))
+    with wb.open(tmp_path / "m.pte") as art:
+        assert not scanned
+        assert art.frames["named_data"]["used_by"].notna().all()
+        assert not scanned
+        assert art._parsed.extra["wanted_keys"]() == 0
+        assert scanned  # the count of wanted keys is worked out on demand

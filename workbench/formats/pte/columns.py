@@ -74,8 +74,8 @@ class Columns:
         other = np.zeros(nseg, bool)
         other[[i for i in uses if 0 <= i < nseg]] = True
         single = (n_named == 1) & ~other
-        first = np.full(nseg, -1, np.int64)  # the first named entry of each segment
-        first[r.named_seg[::-1]] = np.arange(len(r.named_seg) - 1, -1, -1)
+        first = np.full(nseg, -1, np.int64)  # a named entry of each segment (read where
+        first[r.named_seg] = np.arange(len(r.named_seg))  # a segment holds exactly one)
         named_of: dict[int, list[str]] = {}
         for k in np.flatnonzero((n_named > 0) & ~single).tolist():
             named_of[k] = []
@@ -212,7 +212,7 @@ class Columns:
         return names
 
     def _users(self, keys: np.ndarray) -> np.ndarray:
-        """'; '-joined delegates whose blobs mention each key (None: none)."""
+        """'; '-joined delegates whose blobs refer to each key (None: none)."""
         joined = self.ext.key_user_text()
         if not joined:
             return filled(len(keys), None)

@@ -252,10 +252,11 @@ class External:
         if not self.data:
             if not self.wants and not any(plan.delegates for plan in self.methods):
                 return  # nothing that a data file could resolve
-            peeked = next(iter(siblings), None)
+            rest = iter(siblings)
+            peeked = next(rest, None)
             if peeked is None:  # no data file at all: the blobs need not be scanned now
                 return
-            siblings = chain((peeked,), siblings)
+            siblings = chain((peeked,), rest)
         unresolved = set(self.wants) | self.hex_wanted
         if not unresolved and peeked is not None:
             peeked.sources[peeked.path].close()
