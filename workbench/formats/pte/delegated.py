@@ -51,6 +51,7 @@ class DelegateBlobs:
         self._infos: list[BlobInfo | None] | None = None
         #: (method index, delegate index) -> position in :attr:`infos`
         self._where: dict[tuple[int, int], int] = {}
+        self._layout_table: tuple[np.ndarray, list[np.ndarray]] | None = None
 
     def named_map(self) -> dict[str, tuple[str, int, int]]:
         """key -> ``(file, absolute offset, size)`` of the program's named data, then of
@@ -194,9 +195,8 @@ class DelegateBlobs:
     def _key_layout_table(self) -> tuple[np.ndarray, list[np.ndarray]]:
         """The distinct keys that graph tensors are stored under (first use wins, a
         tensor's own key before a key of scales) and, per key, the five layout columns."""
-        cached = getattr(self, "_layout_table", None)
-        if cached is not None:
-            return cached
+        if self._layout_table is not None:
+            return self._layout_table
         parts: list[list[np.ndarray]] = []  # key, tensor, dtype, shape, quant, group
         scale_parts: list[list[np.ndarray]] = []
         for info in self.infos:
@@ -208,7 +208,7 @@ class DelegateBlobs:
             rows = np.flatnonzero(np.not_equal(keys, None))
             group = cols["group_size"][rows]
             parts.append([keys[rows], names[rows], _values(cols["dtype"])[rows],
-                          np.asarray(cols["shape"], object)[rows],
+                          np.asarray(cols["shape"], object)[rows],  # (tuples, every parser)
                           _values(cols["quant"])[rows],
                           np.where(group == MISSING, -1, group).astype(np.int64)])
             skeys = _values(cols["scale_key"])
