@@ -154,3 +154,68 @@ def test_editing_one_frame_does_not_leak_into_another(samples_dir):
                for s in ptd._parsed.extra["ptd"].cols["shape"])
     prog = wb.open(samples_dir / "mlp_external.pte", data=[samples_dir / "mlp_external.ptd"])
     assert not prog.tensors["missing"].any()
+
+
+def _tables_buffer(tmp_path, nvt: int, rows: int, edit=None):
+    """``rows`` tables (three u32 fields: k, 7 * k, 3 absent in every other vtable) over
+    ``nvt`` distinct vtables (row k uses vtable k % nvt, some with a 4th field slot), each
+    vtable written by ``struct``; ``edit(buf, vtable positions)`` may corrupt them."""
+    import struct
+
+    body = bytearray(b"\x00" * 8)
+    vts = []
+    for j in range(nvt):
+        nf = 3 + (j % 2)  # some vtables list a fourth (absent) field
+        vts.append(len(body))
+        fields = [4, 8, 0 if j % 3 == 0 else 12][:3] + [0] * (nf - 3)
+        body += struct.pack(f"<HH{nf}H", 4 + 2 * nf, 16, *fields)
+        while len(body) % 4:
+            body += b"\x00"
+    pos = []
+    for k in range(rows):
+        at = len(body)
+        vt = vts[k % nvt]
+        body += struct.pack("<iIII", at - vt, k, 7 * k, 3)
+        pos.append(at)
+    if edit is not None:
+        edit(body, vts)
+    path = tmp_path / "t.bin"
+    path.write_bytes(bytes(body))
+    src = Source(str(path))
+    return VecReader(FlatBuffer(src, 0, src.size, name="T")), np.array(pos, np.int64)
+
+
+@pytest.mark.parametrize("nvt", [1, 3, 4, 5, 40])  # one by one up to 4, more in one pass
+def test_tables_over_many_vtables(tmp_path, nvt):
+    vec, pos = _tables_buffer(tmp_path, nvt, 300)
+    T = vec.tables(pos, "T")
+    k = np.arange(300)
+    assert T.scalar(0, "<u4").tolist() == k.tolist()
+    assert T.scalar(1, "<u4").tolist() == (7 * k).tolist()
+    third = np.where((k % nvt) % 3 == 0, 99, 3)
+    assert T.scalar(2, "<u4", default=99).tolist() == third.tolist()
+    assert T.scalar(3, "<u4", default=5).tolist() == [5] * 300
+    assert T.vt.tolist() == (pos - vec.gather(pos, "<i4")).tolist()
+    rows = T.inv if T.inv is not None else np.zeros(300, np.int64)
+    assert (T.vtsize[rows] == 4 + 2 * (3 + (k % nvt) % 2)).all()
+
+
+@pytest.mark.parametrize("corrupt", ["odd size", "short table", "soffset field", "past end"])
+@pytest.mark.parametrize("nvt", [3, 40])
+def test_bad_vtables_are_left_to_the_scalar_reader(tmp_path, nvt, corrupt):
+    import struct
+
+    def edit(buf, vts):
+        vt = vts[-1]
+        if corrupt == "odd size":
+            struct.pack_into("<H", buf, vt, 7)
+        elif corrupt == "short table":
+            struct.pack_into("<H", buf, vt + 2, 2)
+        elif corrupt == "soffset field":
+            struct.pack_into("<H", buf, vt + 4, 2)
+        else:
+            struct.pack_into("<H", buf, vt, 60000)  # more fields than the buffer holds
+
+    vec, pos = _tables_buffer(tmp_path, nvt, 100, edit)
+    with pytest.raises(SlowPath):
+        vec.tables(pos, "T")

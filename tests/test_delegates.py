@@ -769,6 +769,20 @@ def test_inspect_blobs_equals_one_by_one(monkeypatch):
     t = build("delegate_tensors", tensor_columns(many))
     assert t["storage"].isin(["named_data", "blob", "runtime"]).all()
     assert t.groupby("method", observed=True).size().size == len(MANY)
+    # the blobs of the one pass hand their shared columns over whole (all of them, in
+    # order); any other selection is joined blob by blob: the same frames either way
+    from workbench.formats.delegates import _columns
+
+    xnn = [(b, got) for b, got in zip(blobs, many) if got.backend == "xnnpack"]
+    alone = [inspect_blob(buf, file="many.pte", offset=o, size=s, backend_id=i, method=m,
+                          index=k, named_data=named) for (o, s, i, m, k), _ in xnn]
+    xnn = [got for _, got in xnn]
+    assert _columns._whole(xnn, "tensors") is not None
+    assert _columns._whole(xnn, "nodes") is not None
+    assert _columns._whole(xnn[1:], "tensors") is None and _columns._whole(xnn[::-1], "nodes") is None
+    for sel in (slice(None), slice(1, None), slice(None, None, -1)):
+        for frame, cols in (("delegate_tensors", tensor_columns), ("delegate_nodes", node_columns)):
+            assert build(frame, cols(xnn[sel])).equals(build(frame, cols(alone[sel])))
 
 
 def test_inspect_blobs_on_mutated_buffers_equals_one_by_one():
