@@ -18,7 +18,8 @@ Int8DynamicActivationIntxWeightConfig(weight_dtype=torch.int4, weight_granularit
 The first export of ``q2000`` takes about 30-60 minutes on a 2-core machine (the lowering
 passes cost ~1 s per layer); files are cached.
 
-For each file four sides are timed, each in fresh subprocesses (medians over ``--repeat``):
+For each file four sides are timed, each in fresh subprocesses (medians over ``--repeat``;
+the sides take turns, run by run):
 
 * **ours** (blobs): map the file (``Source``), ``inspect_blobs`` on every delegate blob
   (header, graph, constants resolved against the named data) and the ``delegate_tensors`` +
@@ -322,15 +323,20 @@ def _bench(key: str, repeat: int, timeout: float, sides: tuple[str, ...]) -> dic
         warm = _layout(WARMUP)
         warm["blobs"] = warm["blobs"] * 2  # two blobs: the many-blob code path warms up too
         Path(layout_file + ".warmup").write_text(json.dumps(warm))
-        for side in sides:
-            runs = []
-            for i in range(repeat):
+        # the sides take turns (ours, reference, ours, ...): a VM whose speed drifts during
+        # the run slows both alike, and the ratios stay comparable
+        runs_of: dict[str, list[dict]] = {side: [] for side in sides}
+        for i in range(repeat):
+            for side in sides:
+                runs = runs_of[side]
+                if runs and "error" in runs[-1]:
+                    continue
                 r = _run_worker(side, path, layout_file, timeout)
                 msg = r.get("error") or f"{r['time_s'] * 1e3:.1f} ms, +{r['rss_growth_mb']:.1f} MB"
                 _log(f"{key} {side} run {i + 1}/{repeat}: {msg}")
                 runs.append(r)
-                if "error" in r:
-                    break
+        for side in sides:
+            runs = runs_of[side]
             ok = [r for r in runs if "error" not in r]
             result[side] = ({"error": runs[0]["error"]} if not ok else {
                 "median_s": statistics.median(r["time_s"] for r in ok),
