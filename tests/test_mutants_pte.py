@@ -26,6 +26,7 @@ from workbench import _vecfb, formats
 from workbench._vecfb import SlowPath, VecReader
 from workbench.errors import (
     ArtifactError,
+    CorruptError,
     StaleFileError,
     TruncatedError,
 )
@@ -3999,3 +4000,21 @@ def test_a_method_the_joint_pass_cannot_vouch_for_is_read_alone(monkeypatch):
         for n, frame in want.items():
             pd.testing.assert_frame_equal(art.frames[n], frame)
     assert calls[0] == sum(calls[1:]) and len(calls) == 1 + 6  # the joint pass, then each
+
+
+def test_an_error_in_the_joint_pass_is_left_to_the_methods_in_order(monkeypatch):
+    """An ArtifactError met while reading all value tables at once (say method 3's table
+    runs past the end) is not raised from there: the methods are read one by one, in order,
+    so the error a broken program gets is the one of its first broken method."""
+    from workbench.formats.pte import tensors
+
+    path = SAMPLES / "multi_method.pte"
+    with wb.open(path) as art:
+        want = art.frames["tensors"]
+
+    def broken(self, plans):
+        raise CorruptError("joint pass", file=str(path), structure="x", offset=0)
+
+    monkeypatch.setattr(tensors.TensorReader, "values_many", broken)
+    with wb.open(path) as art:
+        pd.testing.assert_frame_equal(art.frames["tensors"], want)

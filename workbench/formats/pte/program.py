@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..._vecfb import SlowPath, VecReader
-from ...errors import CorruptError, OutOfBoundsError
+from ...errors import ArtifactError, CorruptError, OutOfBoundsError
 from ...flatbuf import FlatBuffer, Table
 from ...source import Source
 from .header import MAGIC, read_header
@@ -138,7 +138,7 @@ class ProgramReader:
         if self.fast and len(plans) > 1:  # the value tables of all methods in one pass
             try:
                 values = self.tensor_reader.values_many(plans)
-            except SlowPath:
+            except (SlowPath, ArtifactError):  # (an error is then raised in method order)
                 values = None  # one by one, each on its fast path first
         self.methods = [self._plan(k, t, None if values is None else values[k])
                         for k, t in enumerate(plans)]

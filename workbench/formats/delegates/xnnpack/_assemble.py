@@ -265,10 +265,10 @@ def values(ctx: Ctx, raw: RawGraph, const: Constants) -> dict[str, Any]:
 
 def _names(ctx: Ctx, ids: np.ndarray, own: np.ndarray) -> np.ndarray:
     """``'<method>/delegate<index>/<value id>'`` per value: one concatenation per row, the
-    digits of ids below 2**16 made once."""
+    digits of dense ids (the usual 0..n-1) made once."""
     n = len(ids)
     prefixes = [f"{b.method}/delegate{b.index}/" for b in ctx.blobs]
-    small = n and int(ids.min()) >= 0 and int(ids.max()) < 1 << 16
+    small = n and int(ids.min()) >= 0 and int(ids.max()) < 4 * n + 1024
     digits = objects(list(map(str, range(int(ids.max()) + 1)))) if small else None
     out = np.empty(n, object)
     # rows are in blob order (read_many lists each blob's values after the previous one's)
