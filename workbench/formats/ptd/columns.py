@@ -11,7 +11,7 @@ import numpy as np
 
 from ..._cols import align, booleans, categorical, factorized, filled, ints, objects, strings
 from ...dtypes import SCALAR_TYPES
-from .._layout import cover_arrays, named_data_role, segments_frame
+from .._layout import cover_arrays, named_data_roles, segments_frame
 from .reader import PtdData
 
 __all__ = ["named_data", "segments", "segments_raw", "tensors"]
@@ -82,9 +82,8 @@ def named_data(data: PtdData) -> dict[str, Any]:
     c = data.cols
     n = len(c["key"])
     off = c["offset"]
-    role = filled(n, "tensor")
-    for k in np.flatnonzero(~c["has_layout"]).tolist():
-        role[k] = named_data_role(c["key"][k])
+    role = named_data_roles(c["key"])
+    role[c["has_layout"]] = "tensor"
     return {
         "key": strings(c["key"]), "segment": c["segment"],
         "file": strings(filled(n, data.path)), "offset": off,

@@ -272,9 +272,9 @@ def _names(ctx: Ctx, ids: np.ndarray, own: np.ndarray) -> np.ndarray:
     digits = objects(list(map(str, range(int(ids.max()) + 1)))) if small else None
     out = np.empty(n, object)
     # rows are in blob order (read_many lists each blob's values after the previous one's)
-    bounds = [0, n] if ctx.exact else np.searchsorted(own, np.arange(len(prefixes) + 1)).tolist()
+    base, count = _bases(own, len(prefixes))
     for k, prefix in enumerate(prefixes):
-        a, b = bounds[k], bounds[k + 1]
+        a, b = int(base[k]), int(base[k] + count[k])
         if a == b:
             continue
         part = ids[a:b]

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ...._cols import filled, objects
-from ...._vecfb import SlowPath, Tables, VecReader, ascii_rows, rows_at, unique_tuples
+from ...._vecfb import SlowPath, Tables, VecReader, unique_tuples
 from ....flatbuf import FlatBuffer, Table
 from ....limits import NUMEL_MAX
 from . import schema as S
@@ -367,7 +367,7 @@ def read_many(vec: VecReader, roots: list[Table], xn00: bool, home: Home | None)
     has = kref > 0
     if has.any():
         klen[has] = vec.gather(kref[has], "<u4")
-    cols["c_key"] = _keys(rd, kref, klen, cown)
+    cols["c_key"] = rd.strings(kref, cown)  # (keys: a few ASCII lengths, one block each)
     cols["c_klen"] = klen
     bpos, bown = rows_of(S.XNNGraph.constant_buffer, "constant_buffer")
     B = rd.tables(bpos, bown, "XNNGraph.constant_buffer")
@@ -377,29 +377,6 @@ def read_many(vec: VecReader, roots: list[Table], xn00: bool, home: Home | None)
     _nodes_fast(rd, npos, nown, cols)
     raw.cols = cols
     return raw
-
-
-def _keys(rd: _Reader, ref: np.ndarray, length: np.ndarray, owner: np.ndarray) -> np.ndarray:
-    """The named keys (``None`` where absent). Keys are ASCII of a few lengths (sha256 hex,
-    ``scale_`` + hex): gathered as fixed-width rows per length (see ``ascii_rows``);
-    anything else goes through the generic string reader."""
-    vec = rd.vec
-    present = ref > 0
-    lengths = np.unique(length[present]) if present.any() else length[:0]
-    if len(lengths) > 8 or (len(lengths) and lengths[-1] > 1024):
-        return rd.strings(ref, owner)
-    if rd.home is not None:
-        rd.home.strings(ref, owner)
-    out = np.empty(len(ref), object)
-    for n in lengths.tolist():
-        rows = np.flatnonzero(present & (length == n))
-        start = ref[rows] + 4
-        vec.check(start, n + 1)
-        block = rows_at(vec.u8, start, n + 1)
-        if block[:, n].any() or (block[:, :n] >= 0x80).any() or (block[:, :n] == 0).any():
-            return rd.strings(ref, owner)  # not NUL-terminated, non-ASCII or holding a NUL
-        out[rows] = ascii_rows(block)  # (each row's NUL terminator dropped)
-    return out
 
 
 def _quant_fast(rd: _Reader, cols: dict[str, Any], qtype: np.ndarray, qpos: np.ndarray,
