@@ -219,3 +219,23 @@ def test_bad_vtables_are_left_to_the_scalar_reader(tmp_path, nvt, corrupt):
     vec, pos = _tables_buffer(tmp_path, nvt, 100, edit)
     with pytest.raises(SlowPath):
         vec.tables(pos, "T")
+
+
+def test_spans_behave_as_a_list_of_spans():
+    """``pte.tensors.Spans`` (the program's segments, kept as two columns) answers as the
+    list of :class:`Span` it replaces: items, negative items, slices, iteration, length,
+    equality, and IndexError past either end."""
+    from workbench.formats.pte.tensors import Span, Spans
+
+    off, size = np.array([64, 128, 4096], np.int64), np.array([8, 0, 16], np.int64)
+    spans = Spans(off, size)
+    as_list = [Span(64, 8), Span(128, 0), Span(4096, 16)]
+    assert len(spans) == 3 and list(spans) == as_list and spans == as_list
+    assert spans[0] == as_list[0] and spans[-1] == as_list[-1] and spans[1:] == as_list[1:]
+    assert type(spans[1].offset) is int and spans[2] != as_list[1]
+    off_, size_ = spans[2]
+    assert (off_, size_) == (4096, 16)
+    for bad in (3, -4):
+        with pytest.raises(IndexError):
+            spans[bad]
+    assert spans != as_list[:2] and Spans(off[:0], size[:0]) == []

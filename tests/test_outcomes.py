@@ -49,6 +49,9 @@ from test_fuzz_all_formats import fuzz
 
 import workbench as wb
 
+#: the shipped readers, size thresholds included (see conftest.vectorised_small_methods)
+pytestmark = pytest.mark.production_thresholds
+
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_models"
 GOLDEN = ROOT / "tests" / "data" / "outcomes"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import zlib
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -13,6 +14,7 @@ from helpers import deadline, mutate, program_size
 import workbench as wb
 from workbench.formats.pte import program as pte_program
 
+SAMPLES = Path(__file__).resolve().parents[1] / "sample_models"
 PTE_VARIANTS = True  # pte_path: the samples and the layout variants (not in slow tests)
 
 
@@ -102,3 +104,45 @@ def test_instruction_walk_vectorised_equals_per_instruction(pte_path, monkeypatc
     assert all(fast["walked"]), f"{pte_path.name}: a method fell back to the scalar walk"
     assert not any(slow["walked"])
     assert_same_frames(fast["frames"], slow["frames"], pte_path.name)
+
+
+@pytest.mark.production_thresholds
+def test_methods_below_the_threshold_take_the_scalar_instruction_readers(monkeypatch):
+    """``program.SCALAR_INSTRUCTIONS``: a method with fewer instructions is read and walked by
+    the scalar readers (cheaper for a few rows), one with as many by the vectorised ones; the
+    frames are the same either way."""
+    from workbench.formats.pte import instructions, program
+
+    path = SAMPLES / "kv_cache.pte"
+    with wb.open(path, data=[]) as art:
+        count = int(art.frames["methods"]["instructions"].max())
+    assert 0 < count < program.SCALAR_INSTRUCTIONS  # the shipped value takes the scalar path
+
+    def read(threshold):
+        calls = []
+
+        def spy(name, f):
+            def wrapper(*a, **k):
+                calls.append(name)
+                return f(*a, **k)
+            return wrapper
+
+        with monkeypatch.context() as m:
+            m.setattr(program, "SCALAR_INSTRUCTIONS", threshold)
+            m.setattr(program.ProgramReader, "_instructions_slow",
+                      spy("open", program.ProgramReader._instructions_slow))
+            m.setattr(instructions, "_slow", spy("records", instructions._slow))
+            m.setattr(instructions.InstructionColumns, "_rw_method",
+                      spy("walk", instructions.InstructionColumns._rw_method))
+            with wb.open(path, data=[]) as art:
+                frames = {n: art.frames[n] for n in ("methods", *INSTRUCTION_FRAMES)}
+        return sorted(set(calls)), frames
+
+    shipped, frames = read(program.SCALAR_INSTRUCTIONS)
+    assert shipped == ["open", "records", "walk"]
+    at, frames_at = read(count)  # as many instructions as the threshold: vectorised
+    assert at == []
+    above, frames_above = read(count + 1)
+    assert above == ["open", "records", "walk"]
+    assert_same_frames(frames, frames_at, "threshold at the count")
+    assert_same_frames(frames, frames_above, "threshold above the count")

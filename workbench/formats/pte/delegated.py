@@ -32,7 +32,7 @@ import numpy as np
 from ..._cols import filled, objects
 from ...errors import ArtifactError
 from ..delegates import BlobInfo, inspect_blob, inspect_blobs, kernel_findings
-from ..delegates._columns import MISSING, node_columns, tensor_columns
+from ..delegates._columns import MISSING, _whole, node_columns, tensor_columns
 from .external import External
 from .program import ProgramReader
 
@@ -51,7 +51,7 @@ class DelegateBlobs:
         self._infos: list[BlobInfo | None] | None = None
         #: (method index, delegate index) -> position in :attr:`infos`
         self._where: dict[tuple[int, int], int] = {}
-        self._layout_table: tuple[np.ndarray, list[np.ndarray]] | None = None
+        self._layout_table: tuple[dict[str, int], list[np.ndarray]] | None = None
 
     def named_map(self) -> dict[str, tuple[str, int, int]]:
         """key -> ``(file, absolute offset, size)`` of the program's named data, then of
@@ -169,18 +169,19 @@ class DelegateBlobs:
             >>> blobs.key_layouts()["9eed80..."][1]      # doctest: +SKIP
             'float32'
         """
-        keys, cols = self._key_layout_table()
-        return dict(zip(keys.tolist(), zip(*(c.tolist() for c in cols))))
+        row_of, cols = self._key_layout_table()
+        first = sorted(row_of.values())  # keys in order of first use
+        return dict(zip([k for k, _ in sorted(row_of.items(), key=lambda kv: kv[1])],
+                        zip(*(c[first].tolist() for c in cols))))
 
     def key_layout_columns(self, keys: np.ndarray) -> tuple[np.ndarray, ...] | None:
         """:meth:`key_layouts` joined to ``keys`` (an object array) as columns
         ``(tensor, dtype, shape, quant, group_size)``: object arrays (``None`` where no graph
         tensor uses a key) and an int64 group size (-1: none); ``None`` when no graph tensor
         is stored under a key at all."""
-        table_keys, cols = self._key_layout_table()
-        if not len(table_keys):
+        row_of, cols = self._key_layout_table()
+        if not row_of:
             return None
-        row_of = dict(zip(table_keys.tolist(), range(len(table_keys))))
         at = np.fromiter(map(row_of.get, keys.tolist(), repeat(-1)), np.int64, len(keys))
         miss = at < 0
         at = np.where(miss, 0, at)
@@ -192,15 +193,17 @@ class DelegateBlobs:
             out.append(col)
         return tuple(out)
 
-    def _key_layout_table(self) -> tuple[np.ndarray, list[np.ndarray]]:
-        """The distinct keys that graph tensors are stored under (first use wins, a
-        tensor's own key before a key of scales) and, per key, the five layout columns."""
+    def _key_layout_table(self) -> tuple[dict[str, int], list[np.ndarray]]:
+        """The rows of every graph tensor stored under a key (a tensor's own key, then the
+        keys of scales), as five layout columns, and per distinct key its first row (first
+        use wins)."""
         if self._layout_table is not None:
             return self._layout_table
         parts: list[list[np.ndarray]] = []  # key, tensor, dtype, shape, quant, group
         scale_parts: list[list[np.ndarray]] = []
-        for info in self.infos:
-            cols = None if info is None else info.tensors
+        present = [i for i in self.infos if i is not None and i.tensors is not None]
+        whole = _whole(present, "tensors")  # blobs read in one pass: their columns at once
+        for cols in [whole] if whole is not None else [i.tensors for i in present]:
             if not cols or not len(cols["value"]):
                 continue
             names = _values(cols["name"])
@@ -213,23 +216,20 @@ class DelegateBlobs:
                           np.where(group == MISSING, -1, group).astype(np.int64)])
             skeys = _values(cols["scale_key"])
             rows = np.flatnonzero(np.not_equal(skeys, None))
-            n = cols["num_scales"][rows]
+            counts, inverse = np.unique(cols["num_scales"][rows], return_inverse=True)
+            shapes = objects([None if k == MISSING else (k,) for k in counts.tolist()])
             scale_parts.append([
-                skeys[rows], objects([f"{t} (scales)" for t in names[rows].tolist()]),
-                _values(cols["scale_dtype"])[rows],
-                objects([None if k == MISSING else (k,) for k in n.tolist()]),
+                skeys[rows], objects(list(map("{} (scales)".format, names[rows].tolist()))),
+                _values(cols["scale_dtype"])[rows], shapes[inverse.reshape(-1)],
                 filled(len(rows), None), np.full(len(rows), -1, np.int64)])
         every = parts + scale_parts
         if not every:
-            table: tuple[np.ndarray, list[np.ndarray]] = (objects([]), [])
+            table: tuple[dict[str, int], list[np.ndarray]] = ({}, [])
         else:
             cat = [np.concatenate([p[j] for p in every]) for j in range(6)]
             keys = cat[0].tolist()
             # the first row of each key: later rows are overwritten by earlier ones
-            first = np.fromiter(dict(zip(reversed(keys), range(len(keys) - 1, -1, -1))).values(),
-                                np.int64)
-            first.sort()
-            table = (cat[0][first], [c[first] for c in cat[1:]])
+            table = (dict(zip(reversed(keys), range(len(keys) - 1, -1, -1))), cat[1:])
         self._layout_table = table
         return table
 

@@ -42,6 +42,7 @@ import numpy as np
 from ..._cols import categorical, filled, ints, objects, strings
 from ..._vecfb import SlowPath
 from ...flatbuf import Table
+from . import program
 from .program import Method, ProgramReader
 from .schema import (
     Chain,
@@ -140,8 +141,11 @@ def read_method(r: ProgramReader, plan: Table) -> MethodInstructions:
 def _fast(r: ProgramReader, plan: Table) -> MethodInstructions:
     vec = r.vec
     pos_parts, chain_parts, idx_parts = [], [], []
-    for c, ch in enumerate(plan.tables(ExecutionPlan.chains, "chains")):
-        start, n = ch.vector(Chain.instructions, 4, "instructions")
+    spans = [ch.vector(Chain.instructions, 4, "instructions")
+             for ch in plan.tables(ExecutionPlan.chains, "chains")]
+    if sum(n for _, n in spans) < program.SCALAR_INSTRUCTIONS:
+        raise SlowPath("few instructions: the scalar reader is faster")
+    for c, (start, n) in enumerate(spans):
         if not n:
             continue
         at = start + 4 * np.arange(n, dtype=np.int64)
@@ -241,7 +245,8 @@ class InstructionColumns:
         """The vectorised walk of method ``mi`` (``None``: the scalar walk does it)."""
         if mi not in self._walks:
             walk = None
-            if self.r.fast:
+            # (few instructions: the per-instruction walk is faster, see SCALAR_INSTRUCTIONS)
+            if self.r.fast and len(self.records[mi].kind) >= program.SCALAR_INSTRUCTIONS:
                 m = self.r.methods[mi]
                 try:
                     walk = _Walk(self.r, m, self.records[mi], self._storage(m))

@@ -5,6 +5,7 @@ built by :mod:`.columns`, external data attached by :mod:`.external`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -34,10 +35,16 @@ from .schema import (
     Program,
     SubsegmentOffsets,
 )
-from .tensors import MAX_TENSOR_BYTES, Span, Subsegment, TensorReader, Tensors
+from .tensors import MAX_TENSOR_BYTES, Span, Spans, Subsegment, TensorReader, Tensors
 
 #: Try the vectorised path first (tests turn it off to compare with the scalar path).
 FAST = True
+#: A method with fewer instructions than this has them read (and walked, see
+#: :mod:`.instructions`) by the scalar reader even when :data:`FAST` is on: the vectorised
+#: reader's fixed set-up (~0.3 ms a method) costs more than reading a few tables one by one
+#: (break-even measured at 40-80 instructions).
+#: Tests set it to 0 to run the vectorised reader on small samples.
+SCALAR_INSTRUCTIONS = 64
 #: Data locations of delegate blobs, by code (the delegates frame's ``location``).
 DATA_LOCATIONS = ("inline", "segment")
 
@@ -143,7 +150,7 @@ class ProgramReader:
         self.methods = [self._plan(k, t, None if values is None else values[k])
                         for k, t in enumerate(plans)]
 
-    def _segments(self, prog: Table) -> list[Span]:
+    def _segments(self, prog: Table) -> Sequence[Span]:
         """``Program.segments`` as absolute spans (vectorised; the scalar reader names the
         first bad segment)."""
         try:
@@ -153,7 +160,7 @@ class ProgramReader:
         except SlowPath:
             return self._segments_slow(prog)
 
-    def _segments_fast(self, prog: Table) -> list[Span]:
+    def _segments_fast(self, prog: Table) -> Spans:
         start, n = prog.vector(Program.segments, 4, "segments")
         S = self.vec.table_vector(start, n, "Program.segments")
         offs = S.scalar(DataSegment.offset, "<u8")
@@ -161,13 +168,15 @@ class ProgramReader:
         if self.segment_base is None:
             if offs.any() or sizes.any():
                 raise SlowPath("segment data without an extended header")
-            return [Span(self.start + self.program_size, 0)] * n
+            self.seg_off = np.full(n, self.start + self.program_size, np.int64)
+            self.seg_size = np.zeros(n, np.int64)
+            return Spans(self.seg_off, self.seg_size)
         if n and (offs.max() >= 1 << 62 or sizes.max() >= 1 << 62
                   or (offs + sizes).max() > self.segment_data_size):
             raise SlowPath("segment out of range")
         self.seg_off = offs.astype(np.int64) + self.segment_base
         self.seg_size = sizes.astype(np.int64)
-        return list(map(Span._make, zip(self.seg_off.tolist(), self.seg_size.tolist())))
+        return Spans(self.seg_off, self.seg_size)
 
     def _segments_slow(self, prog: Table) -> list[Span]:
         segments = []
@@ -258,22 +267,23 @@ class ProgramReader:
         try:
             if not self.fast:
                 raise SlowPath("disabled")
-            keys, seg = self._named_fast(prog)
+            return self._named_fast(prog)
         except SlowPath:
             named = self._named_slow(prog)
             keys = [k for k, _ in named]
             seg = np.fromiter((i for _, i in named), np.int64, len(named))
         return np.fromiter(keys, object, len(keys)), seg
 
-    def _named_fast(self, prog: Table) -> tuple[list[str], np.ndarray]:
+    def _named_fast(self, prog: Table) -> tuple[np.ndarray, np.ndarray]:
         start, n = prog.vector(Program.named_data, 4, "named_data")
         N = self.vec.table_vector(start, n, "Program.named_data")
-        keys = self.vec.strings(N.ref(NamedData.key)).tolist()
+        keys = self.vec.strings(N.ref(NamedData.key))  # (an object array of its own)
         si = N.scalar(NamedData.segment_index, "<u4")
         if n and int(si.max()) >= len(self.segments):
             raise SlowPath("segment index out of range")
-        if None in keys:
-            keys = ["" if k is None else k for k in keys]
+        absent = np.equal(keys, None)
+        if absent.any():
+            keys[absent] = ""
         return keys, si.astype(np.int64)
 
     def _named_slow(self, prog: Table) -> list[NamedEntry]:
@@ -299,10 +309,13 @@ class ProgramReader:
             if not self.fast:
                 raise SlowPath("disabled")
             vtypes, vpos, tensors = values if values is not None else tr.values_fast(plan)
+        except SlowPath:
+            vtypes, vpos, tensors = tr.values_slow(plan)  # (``values`` given: never here)
+        try:
+            if not self.fast:
+                raise SlowPath("disabled")
             ins = self._instructions_fast(plan)
         except SlowPath:
-            if values is None:
-                vtypes, vpos, tensors = tr.values_slow(plan)
             ins = self._instructions_slow(plan)
         operators = [OperatorEntry(o.string(Operator.name, "name") or "",
                                    o.string(Operator.overload, "overload") or "")
@@ -379,8 +392,10 @@ class ProgramReader:
         # KernelCall.op_index and DelegateCall.delegate_index: the same slot, read alike
         calls = ((InstructionArguments.KernelCall, KernelCall.op_index, kernel_uses),
                  (InstructionArguments.DelegateCall, DelegateCall.delegate_index, delegate_uses))
-        for c in chains:
-            start, n = c.vector(Chain.instructions, 4, "instructions")
+        spans = [c.vector(Chain.instructions, 4, "instructions") for c in chains]
+        if sum(n for _, n in spans) < SCALAR_INSTRUCTIONS:
+            raise SlowPath("few instructions: the scalar reader is faster")
+        for c, (start, n) in zip(chains, spans):
             n_instr += n
             if not n:
                 continue

@@ -15,7 +15,8 @@ bulk (mutable data, legacy inline constants), so placement rules exist once.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from collections.abc import Iterator, Sequence
+from typing import NamedTuple, overload
 
 import numpy as np
 
@@ -48,6 +49,48 @@ class Span(NamedTuple):
     """Bytes of the file: absolute ``offset`` and ``size``."""
     offset: int
     size: int
+
+
+class Spans(Sequence[Span]):
+    """Many spans kept as two int64 columns (``offset``, ``size``); a :class:`Span` is made
+    for each item read, so a program with thousands of segments makes none until asked.
+
+    Example:
+        >>> s = Spans(np.array([64, 128]), np.array([8, 0]))
+        >>> s[-1], len(s), list(s) == [Span(64, 8), Span(128, 0)]
+        (Span(offset=128, size=0), 2, True)
+    """
+
+    __slots__ = ("offset", "size")
+
+    def __init__(self, offset: np.ndarray, size: np.ndarray) -> None:
+        self.offset, self.size = offset, size
+
+    def __len__(self) -> int:
+        return len(self.offset)
+
+    @overload
+    def __getitem__(self, i: int) -> Span: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Span]: ...
+
+    def __getitem__(self, i: int | slice) -> Span | list[Span]:
+        if isinstance(i, slice):
+            return list(map(Span._make, zip(self.offset[i].tolist(), self.size[i].tolist())))
+        return Span(int(self.offset[i]), int(self.size[i]))  # (IndexError as a list's)
+
+    def __iter__(self) -> Iterator[Span]:
+        return map(Span._make, zip(self.offset.tolist(), self.size.tolist()))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (Spans, list, tuple)):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Spans({list(self)!r})"
 
 
 class Subsegment(NamedTuple):
