@@ -203,3 +203,34 @@ def test_no_candidate_no_blob_scan(tmp_path, sample, monkeypatch):
         assert not scanned
         assert art._parsed.extra["wanted_keys"]() == 0
         assert scanned  # the count of wanted keys is worked out on demand
+
+
+def test_key_users_of_keys_shared_by_blobs_and_keys_not_held():
+    """``used_by`` text and lists: a key several blobs list names each blob once, in blob
+    order; a key a parser lists that neither the program nor a data file holds is dropped
+    (the filter and the shared-key join are short-cut in the usual case: all held, none
+    shared)."""
+    from workbench.formats.pte.external import External
+
+    class D:  # a delegate of a method: only what _blobs reads
+        def __init__(self, k):
+            self.offset, self.size, self.id = 8 * k, 8, f"B{k}"
+
+    class M:
+        def __init__(self, name, n):
+            self.name, self.delegates = name, [D(k) for k in range(n)]
+
+    class Src:
+        buf = memoryview(bytes(64))
+
+    lists = {(0, 0): ("k1", "k2"), (0, 1): ("k2", "k3", "gone"), (1, 0): ("k1",),
+             (1, 1): ("k4",)}
+    ext = External.__new__(External)
+    ext.src, ext.methods, ext.named = Src(), [M("f", 2), M("g", 2)], ["k1", "k2", "k3", "k4"]
+    ext.data, ext._key_users, ext._user_text, ext._hits = [], None, None, None
+    ext._hex_sets = ext._hex_wanted = None
+    ext.parsed_keys = lambda m, k: lists[m, k]
+    a, b, c, d = "f delegate 0 (B0)", "f delegate 1 (B1)", "g delegate 0 (B0)", "g delegate 1 (B1)"
+    assert ext._blob_hits() == [(a, ["k1", "k2"]), (b, ["k2", "k3"]), (c, ["k1"]), (d, ["k4"])]
+    assert ext.key_user_text() == {"k1": f"{a}; {c}", "k2": f"{a}; {b}", "k3": b, "k4": d}
+    assert ext.key_users == {"k1": [a, c], "k2": [a, b], "k3": [b], "k4": [d]}

@@ -216,7 +216,8 @@ class External:
                 keys = list(self._hex_in()[i])
                 if search is not False:
                     keys += search.within(view)
-            out.append((label, [key for key in keys if key in candidates]))
+            out.append((label, list(keys) if candidates.issuperset(keys)  # (the usual case)
+                        else [key for key in keys if key in candidates]))
         self._hits = out
         return out
 
@@ -294,10 +295,10 @@ class External:
         if text is None:
             text = self._user_text = {}
             for label, keys in self._blob_hits():
-                again = [key for key in keys if key in text]  # (a key of several blobs)
-                for key in again:
-                    text[key] = f"{text[key]}; {label}"
-                if again:
+                if text and not text.keys().isdisjoint(keys):  # a key of several blobs
+                    again = [key for key in keys if key in text]
+                    for key in again:
+                        text[key] = f"{text[key]}; {label}"
                     seen = set(again)
                     keys = [key for key in keys if key not in seen]
                 text.update(dict.fromkeys(keys, label))
