@@ -239,3 +239,15 @@ def test_spans_behave_as_a_list_of_spans():
         with pytest.raises(IndexError):
             spans[bad]
     assert spans != as_list[:2] and Spans(off[:0], size[:0]) == []
+
+
+def test_isin_few_equals_numpy():
+    """``_cols.isin_few`` (one comparison per item up to ``FEW_ITEMS``) answers as ``np.isin``
+    on both sides of the cut, for empty inputs, narrow dtypes and values beyond int32."""
+    rng = np.random.default_rng(5)
+    values = np.concatenate([rng.integers(-40, 40, 300), [2**40, -2**40]]).astype(np.int64)
+    for n in (0, 1, 2, _cols.FEW_ITEMS, _cols.FEW_ITEMS + 1, 50):
+        items = tuple(int(x) for x in rng.integers(-40, 40, n))
+        for v in (values, values[:0], (values % 100).astype(np.int8)):
+            want = np.isin(v, np.asarray(items, np.int64))
+            assert np.array_equal(_cols.isin_few(v, items), want), (n, v.dtype)

@@ -147,18 +147,3 @@ def test_methods_below_the_threshold_take_the_scalar_instruction_readers(monkeyp
     assert_same_frames(frames, frames_at, "threshold at the count")
     assert_same_frames(frames, frames_above, "threshold above the count")
 
-
-def test_isin_of_few_items_equals_numpy():
-    """``instructions._isin`` (one comparison per item up to ``_FEW_ITEMS``) answers as
-    ``np.isin`` on both sides of the cut, for empty inputs and values out of int32 range."""
-    import numpy as np
-
-    from workbench.formats.pte import instructions
-
-    rng = np.random.default_rng(5)
-    values = np.concatenate([rng.integers(-40, 40, 300), [2**40, -2**40]]).astype(np.int64)
-    for n in (0, 1, 2, instructions._FEW_ITEMS, instructions._FEW_ITEMS + 1, 50):
-        items = tuple(int(x) for x in rng.integers(-40, 40, n))
-        for v in (values, values[:0], values.astype(np.int8)):
-            want = np.isin(v, np.asarray(items, np.int64))
-            assert np.array_equal(instructions._isin(v, items), want), (n, v.dtype)

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ..._cols import align, booleans, categorical, factorized, filled, ints, objects, strings
+from ..._cols import align, booleans, categorical, factorized, filled, ints, isin_few, objects, strings
 from ..._fmt import align_of
 from ..._vecfb import SlowPath, groups
 from ...flatbuf import Table
@@ -269,7 +269,7 @@ class Columns:
                 ("kernel_calls", ins.kinds[_I.KernelCall]), ("delegate_calls", ins.kinds[_I.DelegateCall]),
                 ("operators", len(plan.operators)), ("delegates", len(plan.delegates)),
                 ("planned_buffers", max(len(sizes) - 1, 0)), ("planned_bytes", sum(sizes[1:])),
-                ("constant_bytes", int(t.nbytes[np.isin(t.storage, CONSTANT_STORAGES)].sum())),
+                ("constant_bytes", int(t.nbytes[isin_few(t.storage, CONSTANT_STORAGES)].sum())),
                 ("constant_method", ins.instructions == 0),
             ):
                 cols[col].append(v)
@@ -288,8 +288,8 @@ class Columns:
             vtypes.append(plan.vtypes)
             values.append(idx)
             method_codes.append(np.full(n, m, dtype=np.int32))
-            ins.append(np.isin(idx, plan.inputs))
-            outs.append(np.isin(idx, plan.outputs))
+            ins.append(isin_few(idx, plan.inputs))
+            outs.append(isin_few(idx, plan.outputs))
 
         def cat(parts: list[np.ndarray], dtype: Any) -> np.ndarray:
             return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype)

@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from ..._cols import categorical, filled, ints, objects, strings
+from ..._cols import categorical, filled, ints, isin_few, objects, strings
 from ..._vecfb import SlowPath
 from ...flatbuf import Table
 from . import program
@@ -424,7 +424,7 @@ class InstructionColumns:
         out = []
         for mi, (m, rec) in enumerate(zip(self.r.methods, self.records)):
             t = m.tensors
-            rows = np.flatnonzero((t.mem_id >= 0) & _isin(t.storage, (PLANNED, MUTABLE)))
+            rows = np.flatnonzero((t.mem_id >= 0) & isin_few(t.storage, (PLANNED, MUTABLE)))
             nv = len(m.vtypes)
             first = np.full(nv + 1, np.iinfo(np.int64).max, np.int64)
             last = np.full(nv + 1, -1, np.int64)
@@ -435,8 +435,8 @@ class InstructionColumns:
             f, la = first[v], last[v]
             used = la >= 0
             n_ins = len(rec.kind)
-            is_in = _isin(v, m.inputs)
-            is_out = _isin(v, m.outputs)
+            is_in = isin_few(v, m.inputs)
+            is_out = isin_few(v, m.outputs)
             mutable = t.storage[rows] == MUTABLE  # state kept between calls: always live
             start = np.where(is_in | mutable, 0, np.where(used, f, -1))
             end = np.where(is_out | mutable, max(n_ins - 1, 0), np.where(used, la, -1))
@@ -473,7 +473,7 @@ class InstructionColumns:
         mem, lo = t.mem_id[rows], t.mem_offset[rows]
         hi = lo + t.nbytes[rows]
         w = wrote[v]
-        inputs = _isin(v, m.inputs)
+        inputs = isin_few(v, m.inputs)
         views = np.flatnonzero(live & (w < 0) & ~inputs)
         if not len(views):
             return
@@ -682,21 +682,6 @@ class _Walk:
         first = np.full(self.nv, _NEVER, np.int64)
         np.minimum.at(first, vals[ok], pos[ok])
         return np.where(first == _NEVER, -1, first)
-
-
-#: Up to this many items, :func:`_isin` compares with each (``np.isin`` costs ~25 us a call).
-_FEW_ITEMS = 16
-
-
-def _isin(values: np.ndarray, items: Sequence[int]) -> np.ndarray:
-    """``np.isin(values, items)`` for integer ``values``; a method's few inputs, outputs or
-    storage codes are compared one by one."""
-    if len(items) > _FEW_ITEMS:
-        return np.isin(values, np.asarray(items, np.int64))
-    out = np.zeros(len(values), bool)
-    for x in items:
-        out |= values == int(x)
-    return out
 
 
 def _first_of_each(group: np.ndarray, values: np.ndarray) -> np.ndarray:
