@@ -251,3 +251,17 @@ def test_isin_few_equals_numpy():
         for v in (values, values[:0], (values % 100).astype(np.int8)):
             want = np.isin(v, np.asarray(items, np.int64))
             assert np.array_equal(_cols.isin_few(v, items), want), (n, v.dtype)
+
+
+@pytest.mark.parametrize("values", [["a"], ["b", "a", None, "b"], [None, None], ["x", 1],
+                                    ["ü", "a"], ["a"] * 5, ["", "a"], [1.5, None]])
+def test_category_lists_as_pandas_factorize(values):
+    """``frames._category`` (names coded in Python, the usual case) gives what
+    ``pandas.factorize`` gives: codes, categories and their dtype, ``None`` missing."""
+    from workbench import frames
+
+    codes, uniques = pd.factorize(np.array(values, dtype=object), use_na_sentinel=True)
+    want = pd.Categorical.from_codes(codes, categories=uniques, validate=False)
+    got = frames._category(values)
+    pd.testing.assert_extension_array_equal(got, want)
+    assert got.categories.dtype == want.categories.dtype

@@ -861,6 +861,12 @@ def _category(values: list) -> object:
 
     if not values:
         return pd.Categorical([])
+    index: dict[object, int] = {}
+    codes = [-1 if v is None else index.setdefault(v, len(index)) for v in values]
+    if all(type(v) is str for v in index):  # names (the usual): no pandas factorize set-up
+        from ._cols import categorical
+
+        return categorical(np.array(codes, np.int64), list(index))
     codes, uniques = pd.factorize(np.array(values, dtype=object), use_na_sentinel=True)
     return pd.Categorical.from_codes(codes, categories=uniques, validate=False)
 
