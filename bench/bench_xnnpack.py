@@ -37,9 +37,12 @@ the sides take turns, run by run):
   with the graph's dtypes, delegate_tensors, delegate_nodes, instructions, ...), against
   ``deserialize_pte_binary`` (which finds the blobs) + the reference decoding above.
 
-Imports are not timed; each worker first runs its operation once, untimed, on the blob of
-``sample_models/wide_xnnpack_8da4w.pte`` listed twice (lazy library set-up of both the
-one-blob and the many-blob code paths), then resets the RSS
+Imports are not timed; each worker first runs its operation once, untimed, on
+``sample_models/wide_xnnpack_8da4w.pte`` (lazy library set-up): the blob sides on its blob
+listed twice (the one-blob and the many-blob code paths), the open sides on the file as it
+is (one method, one blob: the many-method and many-blob paths run first in the timed call;
+in a fresh process a full collection of the garbage collector may then fall in the timed
+call too, ~15-20 ms, depending on what the process allocated before), then resets the RSS
 high-water mark and times one call. RSS growth = ``VmHWM`` after minus ``VmRSS`` before.
 The parent warms the page cache first. This machine sets ``PYTHONDONTWRITEBYTECODE=1``;
 the workers unset it so a fresh process does not recompile the package.
