@@ -170,9 +170,8 @@ class DelegateBlobs:
             'float32'
         """
         row_of, cols = self._key_layout_table()
-        first = sorted(row_of.values())  # keys in order of first use
-        return dict(zip([k for k, _ in sorted(row_of.items(), key=lambda kv: kv[1])],
-                        zip(*(c[first].tolist() for c in cols))))
+        keys, first = zip(*sorted(row_of.items(), key=lambda kv: kv[1])) if row_of else ((), ())
+        return dict(zip(keys, zip(*(c[list(first)].tolist() for c in cols))))
 
     def key_layout_columns(self, keys: np.ndarray) -> tuple[np.ndarray, ...] | None:
         """:meth:`key_layouts` joined to ``keys`` (an object array) as columns

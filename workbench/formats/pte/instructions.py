@@ -141,10 +141,7 @@ def read_method(r: ProgramReader, plan: Table) -> MethodInstructions:
 def _fast(r: ProgramReader, plan: Table) -> MethodInstructions:
     vec = r.vec
     pos_parts, chain_parts, idx_parts = [], [], []
-    spans = [ch.vector(Chain.instructions, 4, "instructions")
-             for ch in plan.tables(ExecutionPlan.chains, "chains")]
-    if sum(n for _, n in spans) < program.SCALAR_INSTRUCTIONS:
-        raise SlowPath("few instructions: the scalar reader is faster")
+    spans = program.chain_spans(plan.tables(ExecutionPlan.chains, "chains"))
     for c, (start, n) in enumerate(spans):
         if not n:
             continue

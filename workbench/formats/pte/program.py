@@ -45,6 +45,16 @@ FAST = True
 #: (break-even measured at 40-80 instructions).
 #: Tests set it to 0 to run the vectorised reader on small samples.
 SCALAR_INSTRUCTIONS = 64
+def chain_spans(chains: list[Table]) -> list[tuple[int, int]]:
+    """``(start, count)`` of each chain's instruction vector, for the vectorised readers;
+    raises :class:`SlowPath` when the method has fewer than :data:`SCALAR_INSTRUCTIONS`
+    instructions (the scalar readers are then faster)."""
+    spans = [c.vector(Chain.instructions, 4, "instructions") for c in chains]
+    if sum(n for _, n in spans) < SCALAR_INSTRUCTIONS:
+        raise SlowPath("few instructions: the scalar reader is faster")
+    return spans
+
+
 #: Data locations of delegate blobs, by code (the delegates frame's ``location``).
 DATA_LOCATIONS = ("inline", "segment")
 
@@ -312,9 +322,7 @@ class ProgramReader:
         except SlowPath:
             vtypes, vpos, tensors = tr.values_slow(plan)  # (``values`` given: never here)
         try:
-            if not self.fast:
-                raise SlowPath("disabled")
-            ins = self._instructions_fast(plan)
+            ins = self._instructions_fast(plan) if self.fast else self._instructions_slow(plan)
         except SlowPath:
             ins = self._instructions_slow(plan)
         operators = [OperatorEntry(o.string(Operator.name, "name") or "",
@@ -392,10 +400,7 @@ class ProgramReader:
         # KernelCall.op_index and DelegateCall.delegate_index: the same slot, read alike
         calls = ((InstructionArguments.KernelCall, KernelCall.op_index, kernel_uses),
                  (InstructionArguments.DelegateCall, DelegateCall.delegate_index, delegate_uses))
-        spans = [c.vector(Chain.instructions, 4, "instructions") for c in chains]
-        if sum(n for _, n in spans) < SCALAR_INSTRUCTIONS:
-            raise SlowPath("few instructions: the scalar reader is faster")
-        for c, (start, n) in zip(chains, spans):
+        for c, (start, n) in zip(chains, chain_spans(chains)):
             n_instr += n
             if not n:
                 continue
