@@ -53,6 +53,8 @@ Usage (from the repository root)::
     .venv/bin/python bench/bench_xnnpack.py --only q200 q200_wide --repeat 3
     .venv/bin/python bench/bench_xnnpack.py --generate       # export the files and stop
     .venv/bin/python bench/bench_xnnpack.py --check          # exit 1 if a target is missed
+    .venv/bin/python bench/bench_xnnpack.py --only q2000 --breakdown --repeat 15
+                                                             # where our time goes, warm
 """
 
 from __future__ import annotations
@@ -351,6 +353,70 @@ def _bench(key: str, repeat: int, timeout: float, sides: tuple[str, ...]) -> dic
     return result
 
 
+def breakdown(path: str, repeat: int = 15) -> dict[str, float]:
+    """Where the end-to-end time goes: warm medians (ms) of ``workbench.open``, the blob
+    inspection (run once per program, on the first frame that needs it) and each frame, in one
+    process; ``total`` is the median of the runs' sums. ``pandas`` is the median time to build
+    every frame again from its own finished columns (``pd.DataFrame(..., copy=True)``, as
+    ``workbench.frames.build`` does): the DataFrame construction inside the total.
+
+    Example (from the repository root)::
+
+        >>> breakdown("sample_models/mlp_xnnpack.pte", repeat=3)["total"] > 0   # doctest: +SKIP
+        True
+    """
+    import gc
+
+    import pandas as pd
+
+    import workbench
+
+    def once() -> tuple[dict[str, float], dict]:
+        t = time.perf_counter()
+        art = workbench.open(path)
+        times = {"open": time.perf_counter() - t}
+        blobs = art._parsed.extra.get("delegate_blobs")  # (private: what the frames share)
+        t = time.perf_counter()
+        if blobs is not None:
+            _ = blobs.infos
+        times["blob inspection"] = time.perf_counter() - t
+        frames = {}
+        for name in art.frames:
+            t = time.perf_counter()
+            frames[name] = art.frames[name]
+            times[name] = time.perf_counter() - t
+        art.close()
+        return times, frames
+
+    once()  # lazy imports and first-call set-up
+    runs, frames = [], {}
+    for _ in range(repeat):
+        gc.collect()
+        times, frames = once()
+        runs.append(times)
+    columns = {name: {c: df[c].array for c in df.columns} for name, df in frames.items()}
+
+    def rebuild() -> float:
+        t = time.perf_counter()
+        for cols in columns.values():
+            pd.DataFrame(cols, copy=True)
+        return time.perf_counter() - t
+
+    out = {k: statistics.median(r[k] for r in runs) * 1e3 for k in runs[0]}
+    out["total"] = statistics.median(sum(r.values()) for r in runs) * 1e3
+    out["pandas"] = statistics.median(rebuild() for _ in range(repeat)) * 1e3
+    return out
+
+
+def _print_breakdown(label: str, ms: dict[str, float]) -> None:
+    print(f"{label}: warm medians, ms (one process)")
+    for k, v in ms.items():
+        if k not in ("total", "pandas"):
+            print(f"  {k:<20} {v:7.2f}")
+    print(f"  {'total':<20} {ms['total']:7.2f}")
+    print(f"  {'of which pandas':<20} {ms['pandas']:7.2f}  (DataFrame construction of every frame)")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", nargs="+", choices=sorted(SPECS), help="these files only")
@@ -361,6 +427,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="exit 1 if a target is missed")
     parser.add_argument("--json", metavar="OUT", help="write the results as JSON")
     parser.add_argument("--timeout", type=float, default=900.0, help="per-run timeout, s")
+    parser.add_argument("--breakdown", nargs="*", metavar="PTE",
+                        help="instead of the comparison: where our end-to-end time goes, "
+                        "stage by stage, on these files (none given: the --only files)")
     parser.add_argument("--worker", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
@@ -368,6 +437,11 @@ def main(argv: list[str] | None = None) -> int:
         print(RESULT_MARKER + json.dumps(_worker(side, path, layout_file)), flush=True)
         return 0
     keys = args.only or list(SPECS)
+    if args.breakdown is not None:
+        paths = args.breakdown or [str(ensure(SPECS[k])) for k in keys]
+        for p in paths:
+            _print_breakdown(Path(p).name, breakdown(p, max(args.repeat, 3)))
+        return 0
     if args.generate:
         for key in keys:
             print(f"{key}\t{ensure(SPECS[key])}")
