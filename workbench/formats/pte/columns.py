@@ -66,7 +66,7 @@ class Columns:
             rows.append((s + 8, hl, "extended header", "header", None, "eh00"))
             fb_start = s + 8 + hl
         rows.append((fb_start, s + r.program_size - fb_start, "program", "flatbuffer", None, ""))
-        uses = r.segment_uses(named=False)
+        uses = r.segment_uses()
         users = self._delegate_users()
         # segments that hold one named-data entry and nothing else (often thousands): columns
         nseg = len(r.segments)
@@ -76,14 +76,10 @@ class Columns:
         single = (n_named == 1) & ~other
         first = np.full(nseg, -1, np.int64)  # a named entry of each segment (read where
         first[r.named_seg] = np.arange(len(r.named_seg))  # a segment holds exactly one)
-        named_of: dict[int, list[str]] = {}
-        for k in np.flatnonzero((n_named > 0) & ~single).tolist():
-            named_of[k] = []
-        if named_of:
-            for key, si in r.named:
-                lst = named_of.get(si)
-                if lst is not None:
-                    lst.append(key)
+        named_of: dict[int, list[str]] = {}  # the keys of the other segments, in key order
+        shared = np.flatnonzero(~single[r.named_seg])
+        for key, si in zip(r.named_keys[shared].tolist(), r.named_seg[shared].tolist()):
+            named_of.setdefault(si, []).append(key)
         append = rows.append
         for i in np.flatnonzero(~single).tolist():
             off, size = r.segments[i]

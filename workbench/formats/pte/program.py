@@ -45,6 +45,8 @@ FAST = True
 #: (break-even measured at 40-80 instructions).
 #: Tests set it to 0 to run the vectorised reader on small samples.
 SCALAR_INSTRUCTIONS = 64
+
+
 def chain_spans(chains: list[Table]) -> list[tuple[int, int]]:
     """``(start, count)`` of each chain's instruction vector, for the vectorised readers;
     raises :class:`SlowPath` when the method has fewer than :data:`SCALAR_INSTRUCTIONS`
@@ -419,9 +421,9 @@ class ProgramReader:
                         uses[a] = uses.get(a, 0) + b
         return Instructions(len(chains), n_instr, kinds.tolist(), kernel_uses, delegate_uses)
 
-    def segment_uses(self, named: bool = True) -> dict[int, list[tuple[str, str]]]:
-        """segment index -> (kind, label) of everything stored in it (without the named
-        data when ``named`` is false: see :attr:`named_keys` / :attr:`named_seg`)."""
+    def segment_uses(self) -> dict[int, list[tuple[str, str]]]:
+        """segment index -> (kind, label) of the constants and delegate blobs stored in it
+        (the named data's segments are the columns :attr:`named_keys` / :attr:`named_seg`)."""
         uses: dict[int, list[tuple[str, str]]] = {}
         if self.constant_segment is not None:
             uses.setdefault(self.constant_segment.segment, []).append(
@@ -433,7 +435,4 @@ class ProgramReader:
                 if d.location == "segment":
                     uses.setdefault(d.data_index, []).append(
                         ("delegate", f"{plan.name} delegate {k} ({d.id})"))
-        if named:
-            for key, si in self.named:
-                uses.setdefault(si, []).append(("named_data", key))
         return uses
