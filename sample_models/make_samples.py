@@ -239,9 +239,11 @@ def lower_portable(
 
 
 def lower_xnnpack(
-    ep: ExportedProgram, config: ExecutorchBackendConfig | None = None
+    ep: ExportedProgram | dict[str, ExportedProgram],
+    config: ExecutorchBackendConfig | None = None,
 ) -> ExecutorchProgramManager:
-    """Lower with ``XnnpackPartitioner`` and emit an ExecuTorch program."""
+    """Lower with ``XnnpackPartitioner`` and emit an ExecuTorch program (one method per
+    entry when ``ep`` is a dict)."""
     edge = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()])
     return edge.to_executorch(config or ExecutorchBackendConfig())
 
@@ -325,6 +327,15 @@ def build_multi_method(out: Path) -> None:
     eps = {"forward": export(mlp, args), "encode": export(EncodeMethod(mlp), args)}
     program = lower_portable(eps, constant_methods=CONSTANT_METHODS)
     write_pte(program, out / "multi_method.pte")
+
+
+def build_multi_method_xnnpack(out: Path) -> None:
+    """``forward`` and ``encode`` of one MLP, each lowered to XNNPACK: two delegate blobs
+    whose shared ``fc1`` weights are one named-data entry."""
+    mlp = seeded(MLP)
+    args = mlp_inputs()
+    eps = {"forward": export(mlp, args), "encode": export(EncodeMethod(mlp), args)}
+    write_pte(lower_xnnpack(eps), out / "multi_method_xnnpack.pte")
 
 
 def build_tied_portable(out: Path) -> None:
@@ -625,6 +636,17 @@ def verify_multi_method(out: Path) -> None:
             raise AssertionError(f"{path.name}:{name} returned {got}, want {want}")
 
 
+def verify_multi_method_xnnpack(out: Path) -> None:
+    """Run both methods of ``multi_method_xnnpack.pte``; each is one XNNPACK delegate call."""
+    path = out / "multi_method_xnnpack.pte"
+    program = Runtime.get().load_program(path)
+    if set(program.method_names) != {"forward", "encode"}:
+        raise AssertionError(f"methods {sorted(program.method_names)} != ['encode', 'forward']")
+    mlp = seeded(MLP)
+    check_pte(path, mlp, mlp_inputs())
+    check_pte(path, EncodeMethod(mlp), mlp_inputs(), method="encode")
+
+
 def verify_bpte(out: Path) -> None:
     """Run the bundled test cases of ``mlp.bpte`` through the bundled-program runtime.
 
@@ -709,6 +731,8 @@ SAMPLES: tuple[Sample, ...] = (
         lambda out: check_pte(out / "kv_cache.pte", seeded(KVCacheAttention), kv_inputs()),
     ),
     Sample("multi_method", ("multi_method.pte",), build_multi_method, verify_multi_method),
+    Sample("multi_method_xnnpack", ("multi_method_xnnpack.pte",), build_multi_method_xnnpack,
+           verify_multi_method_xnnpack),
     Sample(
         "tied_portable",
         ("tied_portable.pte",),

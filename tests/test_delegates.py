@@ -785,6 +785,48 @@ def test_inspect_blobs_equals_one_by_one(monkeypatch):
             assert build(frame, cols(xnn[sel])).equals(build(frame, cols(alone[sel])))
 
 
+def test_two_method_xnnpack_sample_reads_in_one_pass(monkeypatch):
+    """The real two-blob program (one XNNPACK blob per method, shared weights stored once):
+    its blobs are read in one pass, and every frame is the one the blob-by-blob reader gives."""
+    from workbench._vecfb import SlowPath
+    from workbench.formats.delegates import xnnpack
+
+    path = SAMPLES / "multi_method_xnnpack.pte"
+    names = ("segments", "tensors", "named_data", "delegates", "delegate_tensors",
+             "delegate_nodes")
+    one_pass = xnnpack.parse_many
+    passes: list[int] = []
+
+    def spy(group):
+        out = one_pass(group)
+        passes.append(len(out))
+        return out
+
+    monkeypatch.setattr(xnnpack, "parse_many", spy)
+    with wb.open(path) as art:
+        together = {k: art.frames[k] for k in names}
+    assert passes == [2]
+
+    def give_up(group):
+        passes.append(-len(group))
+        raise SlowPath("test: blob by blob")
+
+    monkeypatch.setattr(xnnpack, "parse_many", give_up)
+    with wb.open(path) as art:
+        alone = {k: art.frames[k] for k in names}
+    assert passes == [2, -2]
+    for k in names:
+        assert together[k].equals(alone[k]), k
+    nd = together["named_data"]
+    both = "encode delegate 0 (XnnpackBackend); forward delegate 0 (XnnpackBackend)"
+    assert sorted(nd["used_by"]) == [both, both, "forward delegate 0 (XnnpackBackend)",
+                                     "forward delegate 0 (XnnpackBackend)"]
+    dt = together["delegate_tensors"]
+    keys = {m: set(g["named_key"].dropna()) for m, g in dt.groupby("method", observed=True)}
+    assert len(keys["encode"]) == 2 and keys["encode"] < keys["forward"]
+    assert set(nd["key"]) == keys["forward"]
+
+
 def test_inspect_blobs_on_mutated_buffers_equals_one_by_one():
     """A corrupt blob among many: the one-pass reader gives up and every blob is read alone,
     so results and errors are those of ``inspect_blob``."""
