@@ -29,10 +29,11 @@ import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
@@ -320,22 +321,24 @@ def build_kv_cache(out: Path) -> None:
     write_pte(program, out / "kv_cache.pte")
 
 
-def build_multi_method(out: Path) -> None:
-    """``forward`` and ``encode`` sharing weights, plus constant methods."""
+def forward_and_encode() -> dict[str, ExportedProgram]:
+    """``forward`` (the whole MLP) and ``encode`` (its first half), exported from ONE model:
+    the two methods share its weights."""
     mlp = seeded(MLP)
     args = mlp_inputs()
-    eps = {"forward": export(mlp, args), "encode": export(EncodeMethod(mlp), args)}
-    program = lower_portable(eps, constant_methods=CONSTANT_METHODS)
+    return {"forward": export(mlp, args), "encode": export(EncodeMethod(mlp), args)}
+
+
+def build_multi_method(out: Path) -> None:
+    """``forward`` and ``encode`` sharing weights, plus constant methods."""
+    program = lower_portable(forward_and_encode(), constant_methods=CONSTANT_METHODS)
     write_pte(program, out / "multi_method.pte")
 
 
 def build_multi_method_xnnpack(out: Path) -> None:
     """``forward`` and ``encode`` of one MLP, each lowered to XNNPACK: two delegate blobs
     whose shared ``fc1`` weights are one named-data entry."""
-    mlp = seeded(MLP)
-    args = mlp_inputs()
-    eps = {"forward": export(mlp, args), "encode": export(EncodeMethod(mlp), args)}
-    write_pte(lower_xnnpack(eps), out / "multi_method_xnnpack.pte")
+    write_pte(lower_xnnpack(forward_and_encode()), out / "multi_method_xnnpack.pte")
 
 
 def build_tied_portable(out: Path) -> None:
@@ -619,16 +622,23 @@ def check_pte(
     assert_close(f"{path.name}:{method}", got, want, atol)
 
 
-def verify_multi_method(out: Path) -> None:
-    """Check both compute methods and every constant method of ``multi_method.pte``."""
-    path = out / "multi_method.pte"
+def check_forward_and_encode(path: Path, constant_methods: Iterable[str] = ()) -> Any:
+    """Check that ``path`` (made from :func:`forward_and_encode`) has exactly those two
+    methods plus ``constant_methods``, and run both against eager; returns the loaded program."""
     program = Runtime.get().load_program(path)
-    expected_names = {"forward", "encode", *CONSTANT_METHODS}
+    expected_names = {"forward", "encode", *constant_methods}
     if set(program.method_names) != expected_names:
         raise AssertionError(f"methods {sorted(program.method_names)} != {sorted(expected_names)}")
     mlp = seeded(MLP)
     check_pte(path, mlp, mlp_inputs())
     check_pte(path, EncodeMethod(mlp), mlp_inputs(), method="encode")
+    return program
+
+
+def verify_multi_method(out: Path) -> None:
+    """Check both compute methods and every constant method of ``multi_method.pte``."""
+    path = out / "multi_method.pte"
+    program = check_forward_and_encode(path, constant_methods=CONSTANT_METHODS)
     for name, value in CONSTANT_METHODS.items():
         got = list(program.load_method(name).execute([]))
         want = value if isinstance(value, list) else [value]
@@ -638,13 +648,7 @@ def verify_multi_method(out: Path) -> None:
 
 def verify_multi_method_xnnpack(out: Path) -> None:
     """Run both methods of ``multi_method_xnnpack.pte``; each is one XNNPACK delegate call."""
-    path = out / "multi_method_xnnpack.pte"
-    program = Runtime.get().load_program(path)
-    if set(program.method_names) != {"forward", "encode"}:
-        raise AssertionError(f"methods {sorted(program.method_names)} != ['encode', 'forward']")
-    mlp = seeded(MLP)
-    check_pte(path, mlp, mlp_inputs())
-    check_pte(path, EncodeMethod(mlp), mlp_inputs(), method="encode")
+    check_forward_and_encode(out / "multi_method_xnnpack.pte")
 
 
 def verify_bpte(out: Path) -> None:
