@@ -45,6 +45,8 @@ FAST = True
 #: (break-even measured at 40-80 instructions).
 #: Tests set it to 0 to run the vectorised reader on small samples.
 SCALAR_INSTRUCTIONS = 64
+#: Data locations of delegate blobs, by code (the delegates frame's ``location``).
+DATA_LOCATIONS = ("inline", "segment")
 
 
 def chain_spans(chains: list[Table]) -> list[tuple[int, int]]:
@@ -55,10 +57,6 @@ def chain_spans(chains: list[Table]) -> list[tuple[int, int]]:
     if sum(n for _, n in spans) < SCALAR_INSTRUCTIONS:
         raise SlowPath("few instructions: the scalar reader is faster")
     return spans
-
-
-#: Data locations of delegate blobs, by code (the delegates frame's ``location``).
-DATA_LOCATIONS = ("inline", "segment")
 
 
 class OperatorEntry(NamedTuple):
