@@ -17,6 +17,9 @@ Usage::
 its methods once and compares against eager PyTorch; it runs ``.bpte`` test cases with
 the bundled-program runtime API and reloads ``.pt2`` files with ``torch.export.load`` /
 ``torch._inductor.aoti_load_package``.
+
+The LLM programs (``llm_tiny*.pte``) are made by ``make_llm.py`` with ExecuTorch's own LLM
+exporter.
 """
 
 from __future__ import annotations
@@ -183,6 +186,80 @@ class WideMLP(nn.Module):
         return self.fc2(self.relu(self.fc1(x)))
 
 
+class MultiOutput(nn.Module):
+    """LayerNorm(16), then ``split`` into 6 + 10 columns, ``topk(3)`` of the right part and
+    ``max(dim=1)`` of the left part: once lowered, every non-delegated kernel that does the
+    work writes several outputs (``native_layer_norm.out``: out, mean, rstd;
+    ``split_with_sizes_copy.out``: a tensor list; ``topk.values`` and ``max.dim_max``: values
+    and indices)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(16)
+        with torch.no_grad():  # a non-trivial affine part
+            self.norm.weight.copy_(torch.linspace(0.5, 1.5, 16))
+            self.norm.bias.copy_(torch.linspace(-0.25, 0.25, 16))
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Return ``(top3 values, top3 indices, row max, row argmax)`` for ``x`` ``[batch, 16]``."""
+        left, right = torch.split(self.norm(x), [6, 10], dim=1)
+        top_values, top_indices = torch.topk(right, 3, dim=1)
+        best, best_index = torch.max(left, dim=1)
+        return top_values, top_indices, best, best_index
+
+
+#: Namespace of the demo custom operator that no ExecuTorch kernel library provides.
+CUSTOM_OP_NAMESPACE = "workbench_demo"
+
+#: The ``torch.library`` registration of ``workbench_demo::scale`` (kept alive for the process).
+_CUSTOM_OP_LIBRARY: torch.library.Library | None = None
+
+
+def define_custom_op() -> None:
+    """Define ``workbench_demo::scale(Tensor x, float factor) -> Tensor`` and its out variant
+    ``scale.out(..., *, Tensor(a!) out)`` with ``torch.library`` (CPU and Meta kernels), so that
+    ``to_executorch`` can swap the functional op for ``workbench_demo::scale.out``. Idempotent."""
+    global _CUSTOM_OP_LIBRARY
+    if _CUSTOM_OP_LIBRARY is not None:
+        return
+    lib = torch.library.Library(CUSTOM_OP_NAMESPACE, "DEF")
+    lib.define("scale(Tensor x, float factor) -> Tensor")
+    lib.define("scale.out(Tensor x, float factor, *, Tensor(a!) out) -> Tensor(a!)")
+
+    def scale(x: torch.Tensor, factor: float) -> torch.Tensor:
+        return x * factor
+
+    def scale_out(x: torch.Tensor, factor: float, *, out: torch.Tensor) -> torch.Tensor:
+        out.copy_(x * factor)
+        return out
+
+    def scale_meta(x: torch.Tensor, factor: float) -> torch.Tensor:
+        return torch.empty_like(x)
+
+    def scale_out_meta(x: torch.Tensor, factor: float, *, out: torch.Tensor) -> torch.Tensor:
+        return out
+
+    lib.impl("scale", scale, "CPU")
+    lib.impl("scale.out", scale_out, "CPU")
+    lib.impl("scale", scale_meta, "Meta")
+    lib.impl("scale.out", scale_out_meta, "Meta")
+    _CUSTOM_OP_LIBRARY = lib
+
+
+class CustomOpModel(nn.Module):
+    """``relu(workbench_demo::scale(Linear(16, 8)(x), 2.0))``: a custom operator between two
+    portable kernels."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        define_custom_op()
+        self.fc = nn.Linear(16, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Return ``relu(2 * fc(x))``, the scaling done by the custom operator."""
+        return torch.relu(torch.ops.workbench_demo.scale(self.fc(x), 2.0))
+
+
 def seeded(factory: Callable[[], nn.Module]) -> nn.Module:
     """Build a model right after ``torch.manual_seed(0)`` and put it in eval mode."""
     torch.manual_seed(0)
@@ -202,6 +279,11 @@ def kv_inputs() -> tuple[torch.Tensor, torch.Tensor]:
 def wide_inputs() -> tuple[torch.Tensor]:
     """Fixed example input for ``WideMLP``."""
     return (torch.linspace(-1.0, 1.0, 128).reshape(2, 64),)
+
+
+def multi_output_inputs() -> tuple[torch.Tensor]:
+    """Fixed example input for ``MultiOutput``: distinct values in every row (no ties)."""
+    return (torch.sin(torch.arange(32, dtype=torch.float32) * 1.7).reshape(2, 16),)
 
 
 def tied_inputs() -> tuple[torch.Tensor]:
@@ -588,6 +670,24 @@ def build_mlp_aoti_blob(out: Path) -> None:
     )
 
 
+def build_multi_output(out: Path) -> None:
+    """Portable ``MultiOutput``: non-delegated multi-output kernels (layer norm, split, topk, max)."""
+    write_pte(lower_portable(export(seeded(MultiOutput), multi_output_inputs())), out / "multi_output.pte")
+
+
+def build_mlp_xnnpack_delegate_inline(out: Path) -> None:
+    """XNNPACK MLP written with ``extract_delegate_segments=False``: the delegate blob is stored
+    inside the program flatbuffer (``BackendDelegateInlineData``), not in a segment."""
+    config = ExecutorchBackendConfig(extract_delegate_segments=False)
+    program = lower_xnnpack(export(seeded(MLP), mlp_inputs()), config)
+    write_pte(program, out / "mlp_xnnpack_delegate_inline.pte")
+
+
+def build_custom_op(out: Path) -> None:
+    """Portable program that calls ``workbench_demo::scale.out``, which no kernel library has."""
+    write_pte(lower_portable(export(seeded(CustomOpModel), mlp_inputs())), out / "custom_op.pte")
+
+
 # --------------------------------------------------------------------------- verification
 
 
@@ -676,6 +776,108 @@ def check_aoti(path: Path) -> None:
     runner = torch._inductor.aoti_load_package(str(path))
     with torch.no_grad():
         assert_close(path.name, runner(*mlp_inputs()), seeded(MLP)(*mlp_inputs()))
+
+
+def raw_program(path: Path) -> Any:
+    """The ``Program`` of a ``.pte`` as stored: ExecuTorch's ``_flatbuffer_to_program`` on the
+    flatbuffer part only (``deserialize_pte_binary`` would move segment data back inline)."""
+    from executorch.exir._serialize._program import _flatbuffer_to_program, _get_extended_header
+
+    data = path.read_bytes()
+    header = _get_extended_header(data)
+    size = header.program_size if header is not None and header.is_valid() else len(data)
+    return _flatbuffer_to_program(data[:size])
+
+
+def kernel_calls(path: Path, method: str = "forward") -> list[str]:
+    """``ns::op.overload`` of every ``KernelCall`` instruction of ``method``, in order."""
+    (plan,) = [p for p in raw_program(path).execution_plan if p.name == method]
+    names = [f"{op.name}.{op.overload}" if op.overload else op.name for op in plan.operators]
+    return [names[i.instr_args.op_index] for chain in plan.chains for i in chain.instructions
+            if type(i.instr_args).__name__ == "KernelCall"]
+
+
+#: The multi-output kernels that ``multi_output.pte`` must call.
+MULTI_OUTPUT_KERNELS = (
+    "aten::native_layer_norm.out",
+    "aten::split_with_sizes_copy.out",
+    "aten::topk.values",
+    "aten::max.dim_max",
+)
+
+
+def verify_multi_output(out: Path) -> None:
+    """Check the four multi-output kernels are called (operator table + instructions) and that
+    every output matches eager."""
+    path = out / "multi_output.pte"
+    calls = kernel_calls(path)
+    lacking = [name for name in MULTI_OUTPUT_KERNELS if name not in calls]
+    if lacking:
+        raise AssertionError(f"{path.name}: kernels {lacking} not called; calls: {calls}")
+    print(f"  {path.name}: non-delegated kernels {calls}")
+    model = seeded(MultiOutput)
+    inputs = multi_output_inputs()
+    with torch.no_grad():
+        want = model(*inputs)
+    got = run_pte(path, "forward", inputs)
+    if len(got) != len(want):
+        raise AssertionError(f"{path.name}: {len(got)} outputs, want {len(want)}")
+    for index, (g, w) in enumerate(zip(got, want)):
+        assert_close(f"{path.name}:forward[{index}]", g, w)
+
+
+def verify_mlp_xnnpack_delegate_inline(out: Path) -> None:
+    """Check the blob is stored INLINE in ``backend_delegate_data`` (an ``XH00`` XNNPACK blob)
+    and that the program runs like eager."""
+    path = out / "mlp_xnnpack_delegate_inline.pte"
+    program = raw_program(path)
+    (delegate,) = program.execution_plan[0].delegates
+    location = delegate.processed.location.name
+    if location != "INLINE":
+        raise AssertionError(f"{path.name}: delegate data location {location}, want INLINE")
+    blob = bytes(program.backend_delegate_data[delegate.processed.index].data)
+    if blob[4:8] != b"XH00":
+        raise AssertionError(f"{path.name}: inline blob does not start with an XNNPACK header")
+    print(f"  {path.name}: {delegate.id} blob INLINE, backend_delegate_data[{delegate.processed.index}] "
+          f"{len(blob):,} bytes; {len(program.segments)} segments, "
+          f"{len(program.named_data or [])} named data")
+    check_pte(path, seeded(MLP), mlp_inputs())
+
+
+#: Run in a fresh interpreter: load ``forward`` of the ``.pte`` given as argv[1] and print the error.
+LOAD_FORWARD = """
+import sys
+from executorch.runtime import Runtime
+program = Runtime.get().load_program(sys.argv[1])
+try:
+    program.load_method("forward")
+except RuntimeError as exc:
+    print("LOAD-ERROR", exc)
+else:
+    print("LOADED")
+"""
+
+
+def verify_custom_op(out: Path) -> None:
+    """Check the program calls ``workbench_demo::scale.out`` and that, in a fresh process (no
+    custom kernel registered), loading ``forward`` fails with OperatorMissing (0x14) naming it."""
+    import re
+    import subprocess
+
+    path = out / "custom_op.pte"
+    calls = kernel_calls(path)
+    op = f"{CUSTOM_OP_NAMESPACE}::scale.out"
+    if op not in calls:
+        raise AssertionError(f"{path.name}: {op} not called; calls: {calls}")
+    done = subprocess.run([sys.executable, "-c", LOAD_FORWARD, str(path)], capture_output=True,
+                          text=True, timeout=300)
+    error = next((line for line in done.stdout.splitlines() if line.startswith("LOAD-ERROR")), "")
+    named = [line.strip() for line in done.stderr.splitlines() if "Missing operator" in line]
+    if not re.search(r"0x:?14\b", error) or not any(op in line for line in named):
+        raise AssertionError(f"{path.name}: expected OperatorMissing (0x14) for {op}; got "
+                             f"{done.stdout.strip()!r} / {named}")
+    print(f"  {path.name}: kernels {calls}; load_method('forward') in a fresh process: "
+          f"{error.removeprefix('LOAD-ERROR ')!r}; runtime log: {named[0]!r} (expected)")
 
 
 # --------------------------------------------------------------------------- registry
@@ -801,6 +1003,10 @@ SAMPLES: tuple[Sample, ...] = (
         build_no_weights,
         lambda out: check_pte(out / "no_weights.pte", NoWeights(), mlp_inputs()),
     ),
+    Sample("multi_output", ("multi_output.pte",), build_multi_output, verify_multi_output),
+    Sample("mlp_xnnpack_delegate_inline", ("mlp_xnnpack_delegate_inline.pte",),
+           build_mlp_xnnpack_delegate_inline, verify_mlp_xnnpack_delegate_inline),
+    Sample("custom_op", ("custom_op.pte",), build_custom_op, verify_custom_op),
     Sample(
         "mlp_pt2",
         ("mlp.pt2",),
@@ -904,8 +1110,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Build (and by default verify) the selected samples; return the exit status."""
     args = parse_args(argv)
     if args.list:
+        width = max(len(sample.name) for sample in SAMPLES)
         for sample in SAMPLES:
-            print(f"{sample.name:22} {' '.join(sample.files)}")
+            print(f"{sample.name:{width}} {' '.join(sample.files)}")
         return 0
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
