@@ -44,15 +44,21 @@ def reader_rows(art, file=None) -> list[tuple[int, int, str, int]]:
     seg = art.segments
     seg = seg[seg["file"] == (file or art.path)]
     index = seg["index"].fillna(-1).astype(np.int64) if "index" in seg else [-1] * len(seg)
+    users = seg["used_by"].fillna("").astype(str) if "used_by" in seg else [""] * len(seg)
     rows = sorted(zip(seg["offset"].astype(int), seg["size"].astype(int),
-                      seg["kind"].astype(str), (int(i) for i in index)))
+                      seg["kind"].astype(str), (int(i) for i in index), users))
     out: list[tuple[int, int, str, int]] = []
-    for off, size, kind, i in rows:
-        if out and i >= 0 and out[-1][3] == i and out[-1][0] + out[-1][1] == off:
+    last_user = None
+    for off, size, kind, i, user in rows:
+        # the sub-segments of a blob stored inline in the flatbuffer carry no segment index:
+        # they are joined by the delegate they belong to
+        inline = i < 0 and " delegate " in user and user == last_user
+        if out and (inline or (i >= 0 and out[-1][3] == i)) and out[-1][0] + out[-1][1] == off:
             prev = out.pop()
             out.append((prev[0], prev[1] + size, "delegate", i))
         else:
-            out.append((off, size, kind, i))
+            out.append((off, size, "delegate" if i < 0 and " delegate " in user else kind, i))
+        last_user = user
     return out
 
 
@@ -95,6 +101,14 @@ def segment_uses(program, schema) -> dict[int, set[str]]:
     return uses
 
 
+def inline_blobs(program, schema) -> list:
+    """The ``BackendDelegateInlineData`` entries that delegates refer to."""
+    used = {d.processed.index for plan in program.execution_plan for d in plan.delegates
+            if d.processed.location == schema.DataLocation.INLINE}
+    return [program.backend_delegate_data[i] for i in sorted(used)
+            if 0 <= i < len(program.backend_delegate_data)]
+
+
 def pte_expected(o, start: int = 0) -> list[tuple[int, int, set, int]]:
     """Every byte range of a program (at ``start`` in its file) from ExecuTorch's reading."""
     eh = o.eh
@@ -103,7 +117,18 @@ def pte_expected(o, start: int = 0) -> list[tuple[int, int, set, int]]:
     if eh is not None:
         ranges.append((8, eh.length, {"header"}, -1))
         fb = 8 + eh.length
-    ranges.append((fb, o.program_size - fb, {"flatbuffer"}, -1))
+    # delegate blobs stored inline in the flatbuffer (BackendDelegateInlineData): found by
+    # their bytes, as ExecuTorch's deserializer hands them out; the flatbuffer around them
+    inline = sorted({(o.data.find(bytes(d.data), fb, o.program_size), len(d.data))
+                     for d in inline_blobs(o.program, o.ns.schema) if len(d.data)})
+    at = fb
+    for off, size in inline:
+        assert off >= at, "inline blob not found in the flatbuffer"
+        if off > at:
+            ranges.append((at, off - at, {"flatbuffer"}, -1))
+        ranges.append((off, size, {"delegate"}, -1))
+        at = off + size
+    ranges.append((at, o.program_size - at, {"flatbuffer"}, -1))
     uses = segment_uses(o.program, o.ns.schema)
     for i, s in enumerate(o.program.segments):
         # without a header ExecuTorch writes only empty segments: they sit at the program's end
@@ -535,3 +560,25 @@ def test_built_zips_have_what_they_claim():
             differ += m != len(info.extra)
             assert not info.flag_bits & 0x08
         assert differ and any(i.extra for i in zf.infolist())
+
+
+def test_inline_delegate_blob_is_split_inside_the_flatbuffer(pte_variant, oracle):
+    """A delegate blob stored inline in the program flatbuffer (``extract_delegate_segments=
+    False``) is taken apart as a blob in a segment is: its XNNPACK header and graph are rows
+    inside the flatbuffer's range, the flatbuffer on both sides stays ``flatbuffer``, and the
+    rows still cover the file exactly."""
+    path = pte_variant("inline_delegate")
+    o = oracle.read(path)
+    (blob,) = inline_blobs(o.program, o.ns.schema)
+    start = o.data.find(bytes(blob.data))
+    end = start + len(blob.data)
+    seg = wb.open(path).segments
+    inside = seg[(seg["offset"] >= start) & (seg["offset"] < end)]
+    assert inside["offset"].iloc[0] == start
+    assert (inside["offset"] + inside["size"]).iloc[-1] == end
+    assert len(inside) >= 3 and {"header", "flatbuffer"} <= set(inside["kind"])
+    assert inside["name"].str.contains("header (XH00)", regex=False).any()
+    around = seg[seg["name"].astype(str).str.startswith("program")]
+    assert around["kind"].tolist() == ["flatbuffer", "flatbuffer"]
+    assert around["offset"].iloc[1] == end
+    assert int(seg["size"].sum()) == len(o.data)

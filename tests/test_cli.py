@@ -417,3 +417,25 @@ def test_escape_neutralises_bidi_overrides():
     assert escape("evil\u202etxt.pte") == "evil\\u202etxt.pte"
     assert escape("a\x1b[2Jb") == "a\\x1b[2Jb"
     assert escape("plain.weight") == "plain.weight"
+
+
+def test_largest_stored_tensors_rank_delegate_constants(capsys, sample):
+    """``inspect`` ranks every stored tensor by bytes: an 8da4w weight inside an XNNPACK
+    delegate is one int4 row (its scales added, its named-data keys not listed again), and a
+    delegate's constants outrank the program's small scalars."""
+    code, out, _ = run(capsys, "inspect", sample("wide_xnnpack_8da4w.pte"))
+    assert code == 0
+    rows = out.split("largest stored tensors:")[1].strip().splitlines()
+    assert "int4 per_channel_group g32" in rows[0] and "32x64" in rows[0]
+    assert "1.1 KiB" in rows[0]  # 1,024 B of packed int4 + 128 B of bf16 scales
+    assert not any("scale_" in r for r in rows)  # the scales' keys are part of their weight
+    from workbench.cli import largest_stored
+
+    for name in ("mlp_xnnpack.pte", "mlp_portable.pte", "tied_xnnpack.pte", "kv_cache.pte"):
+        art = wb.open(sample(name))
+        top = largest_stored(art, 100)
+        assert top["nbytes"].is_monotonic_decreasing
+        assert not top.duplicated(["file", "offset"]).any()  # each stored range once
+        # every stored byte range of the artifact is ranked (named data through its tensor)
+        ten = art.tensors
+        assert int(top["nbytes"].sum()) >= int(ten.loc[ten["offset"].notna(), "nbytes"].sum())

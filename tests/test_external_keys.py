@@ -33,11 +33,55 @@ def hex_blobs(draw) -> bytes:
     return b"".join(parts)
 
 
+_IDENT = re.compile(rb"[0-9A-Za-z_]*\Z")
+
+
+def _oracle_keys(blob: bytes) -> set[str]:
+    """What a regular expression finds, each hash extended to the longest flatbuffer string
+    (u32 length, then identifier characters) that it ends."""
+    out = set()
+    for m in _HEX_KEY.finditer(blob):
+        s, key = m.start(), m.group().decode()
+        for k in range(min(64, s), 0, -1):
+            prefix = blob[s - k:s]
+            if s - k >= 4 and _IDENT.match(prefix) and \
+                    int.from_bytes(blob[s - k - 4:s - k], "little") == k + 64:
+                key = (prefix + m.group()).decode()
+                break
+        out.add(key)
+    return out
+
+
+@st.composite
+def framed_keys(draw) -> bytes:
+    """Flatbuffer strings of a prefix and a hash (``scale_<hash>``), hashes and other bytes."""
+    parts = []
+    for _ in range(draw(st.integers(0, 5))):
+        prefix = draw(st.sampled_from(["", "scale_", "x", "_A9", "F" * 63, "bad-"]))
+        text = (prefix + _hex(random.Random(draw(st.integers(0, 2**16))), 64)).encode()
+        n = len(text) + draw(st.sampled_from([0, 0, 1, -1]))  # a wrong length sometimes
+        parts.append(draw(st.binary(max_size=3)) + n.to_bytes(4, "little") + text + b"\x00")
+    return b"".join(parts)
+
+
 @settings(max_examples=300, deadline=None)
-@given(hex_blobs())
+@given(st.one_of(hex_blobs(), framed_keys()))
 def test_hex_runs_find_what_findall_finds(blob):
-    want = {m.decode() for m in _HEX_KEY.findall(blob)}
-    assert _hex_runs(memoryview(blob)) == want
+    assert _hex_runs(memoryview(blob)) == _oracle_keys(blob)
+
+
+def test_hex_runs_take_the_whole_flatbuffer_string():
+    """XNNPACK keys the scales of a quantized weight ``scale_<hash>``: that is the key the
+    runtime looks up, not the bare hash inside it."""
+    h, g = "ab" * 32, "01" * 32
+
+    def string(text: str) -> bytes:
+        return len(text).to_bytes(4, "little") + text.encode() + b"\x00"
+
+    blob = b"\x07" * 3 + string("scale_" + h) + string(g) + string("xscale_" + g)
+    assert _hex_runs(memoryview(blob)) == {"scale_" + h, g, "xscale_" + g}
+    # the length does not match: not a string, the bare hash stays
+    assert _hex_runs(memoryview((5).to_bytes(4, "little") + b"scale_" + h.encode())) == {h}
 
 
 def test_hex_runs_examples():

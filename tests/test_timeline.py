@@ -92,9 +92,19 @@ def test_instructions_equal_the_deserializer(path):
              None if pd.isna(r.op) else r.op, None if pd.isna(r.delegate) else r.delegate,
              r.args) for r in ins.itertuples(index=False)]
     assert ours == want
-    # reads and writes split the arguments (duplicates once)
+    # reads and writes split the arguments (duplicates once), tensor lists expanded to their
+    # members as ExecuTorch's deserializer reads them
+    values = {plan.name: plan.values for plan in prog.execution_plan}
     for r in ins.itertuples(index=False):
-        assert set(r.reads) | set(r.writes) == set(r.args)
+        vals = values[str(r.method)]
+        expanded = set()
+        for v in r.args:
+            val = vals[v].val if 0 <= v < len(vals) else None
+            if type(val).__name__ in ("TensorList", "OptionalTensorList"):
+                expanded |= {x for x in val.items if 0 <= x < len(vals)}
+            else:
+                expanded.add(v)
+        assert set(r.reads) | set(r.writes) == expanded
 
 
 @pytest.mark.parametrize("path", programs(), ids=lambda p: p.name)
@@ -438,25 +448,35 @@ def test_last_writers_fast_ties_take_the_lowest_range():
         assert dict(zip(k.tolist(), base.tolist())) == want == {2: int(np.argmin(lo[:2]))}
 
 
-@pytest.mark.parametrize("args", [(3, 3), (-1, 5, 5), (0,), ()])
-def test_walk_of_a_method_without_values(args):
-    """Arguments naming values a method does not have (a hostile program): the vectorised
-    walk splits them as the per-instruction walk does, and nothing is indexed out of range."""
+@pytest.mark.parametrize("op", [None, ("aten::topk", "values"), ("aten::relu", "out")])
+@pytest.mark.parametrize("args", [(3, 3), (-1, 5, 5), (0,), (), tuple(range(-2, 8))])
+def test_walk_of_a_method_without_values(args, op):
+    """Arguments naming values a method does not have (a hostile program), with an operator
+    the schema table knows or not: the vectorised walk splits them as the per-instruction
+    walk does, and nothing is indexed out of range."""
     import numpy as np
 
     z = np.zeros(0, np.int64)
     m = SimpleNamespace(name="forward", vtypes=z, vpos=z, inputs=(), outputs=(),
-                        tensors=SimpleNamespace(value=z, storage=z))
+                        tensors=SimpleNamespace(value=z, storage=z),
+                        operators=[op] if op else [])
     flat = np.array(args, np.int64)
     rec = pte_instructions.MethodInstructions(
         np.zeros(1, np.int64), np.zeros(1, np.int64), np.array([1]), np.zeros(1, np.int64),
         flat, np.array([len(args)]), np.full(1, -1), np.zeros(1, np.int64))
     cols = pte_instructions.InstructionColumns.__new__(pte_instructions.InstructionColumns)
-    cols._lists = {}
-    want = cols._rw_method(m, rec)
-    walk = pte_instructions._Walk(None, m, rec, z)
+    cols._lists, cols._masks = {}, {}
+    *want, alias = cols._rw_method(m, rec)
+    walk = pte_instructions._Walk(None, m, rec, z, cols._written_masks(m))
     got = walk.reads_writes()
     assert [list(x) for x in got] == [list(x) for x in want]
+    assert walk.alias_source().tolist() == alias.tolist()
+    names = pte_instructions.ALIAS_SOURCES
+    if op == ("aten::topk", "values"):  # 7 schema arguments, then the returns
+        assert names[alias[0]] == ("schema" if len(args) >= 7 else
+                                   "guessed: arguments differ from the schema")
+    elif op is None:
+        assert names[alias[0]].startswith("guessed: ")
     assert walk.first_write().tolist() == [] and len(walk.use_val) == 0
 
 

@@ -596,3 +596,40 @@ def test_a_broken_blob_is_a_finding_not_a_refusal(sample, tmp_path):
     assert len(err) == 1 and "forward delegate 0 (XnnpackBackend)" in err["structure"].iloc[0]
     assert "cannot be taken apart" in err["message"].iloc[0]
     assert d["offset"] <= int(err["offset"].iloc[0]) < d["offset"] + d["size"]
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_non_finite_scales_are_a_finding_and_a_clear_warning(tmp_path, bad):
+    """A per-channel scale set to NaN / inf (as a mutated mlp_xnnpack_qc8.pte has): validate()
+    names the tensor and the count, and the dequantized view warns clearly instead of
+    numpy's bare RuntimeWarning."""
+    import struct
+    import warnings
+
+    import numpy as np
+
+    from workbench.formats.delegates.quant import NonFiniteScalesWarning
+
+    src = pathlib.Path(__file__).resolve().parent.parent / "sample_models" / "mlp_xnnpack_qc8.pte"
+    dt = wb.open(src).frames["delegate_tensors"]
+    row = dt[dt["quant"] == "per_channel"].iloc[0]
+    assert row["scale_dtype"] == "float32"
+    data = bytearray(src.read_bytes())
+    at = int(row["scale_offset"]) + 4 * 3  # the fourth scale
+    data[at:at + 4] = struct.pack("<f", bad)
+    path = tmp_path / "qc8_bad_scale.pte"
+    path.write_bytes(bytes(data))
+    art = wb.open(path)
+    found = art.validate()
+    hit = found[found["structure"] == f"delegate tensor {row['name']!r}"]
+    assert len(hit) == 1 and hit["severity"].iloc[0] == "warning"
+    assert "1 of " in hit["message"].iloc[0] and hit["offset"].iloc[0] == int(row["scale_offset"])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        values = art.tensor(row["name"], dequantize=True)
+    kinds = [w.category for w in caught]
+    assert kinds == [NonFiniteScalesWarning], kinds  # no numpy RuntimeWarning
+    assert row["name"] in str(caught[0].message) and "1 of" in str(caught[0].message)
+    assert (~np.isfinite(values)).any() and np.isfinite(values[0]).all()
+    assert wb.open(src).validate().empty or not wb.open(src).validate()["message"].str.contains(
+        "scales are").any()

@@ -674,11 +674,17 @@ SCHEMAS["instructions"] = [
     _c("delegate", "string", "the called BackendDelegate's id, e.g. XnnpackBackend"),
     _c("args", "object", "tuple of value indices: KernelCall/DelegateCall.args, (move_from, "
        "move_to), (cond_value_index,) or (value_index,)", True),
-    _c("reads", "object", "tuple: the arguments read (all but `writes`)"),
-    _c("writes", "object", "tuple: the arguments written (inferred, the program does not mark "
-       "them): a kernel's out arguments (repeated as its return values) or the argument it "
-       "returns in place; a delegate's trailing non-constant tensors no earlier instruction "
-       "used; move_to"),
+    _c("reads", "object", "tuple of value indices read: the arguments not written, tensor "
+       "lists expanded to their member tensors"),
+    _c("writes", "object", "tuple of value indices written (tensor lists expanded): for a kernel "
+       "call, the arguments its operator's schema marks as written (`Tensor(a!)`, "
+       "`Tensor(a!)[]`) and its return values (workbench.operators); for an operator not in "
+       "that table, a guess (see `alias_source`); a delegate's trailing non-constant tensors no "
+       "earlier instruction used; move_to"),
+    _c("alias_source", "category", "which rule split the arguments into reads and writes: "
+       "schema | guessed: returned values | guessed: last argument | guessed: nothing written | "
+       "guessed: arguments differ from the schema | delegate: trailing outputs (missing: move, "
+       "jump, free)"),
     _c("destination", "Int64", "JumpFalseCall.destination_instruction"),
     _c("table_offset", "int64", "absolute offset of the Instruction table"),
 ]
@@ -732,8 +738,10 @@ SCHEMAS["timeline"] = [
     _c("delegate_index", "Int64", "DelegateCall.delegate_index"),
     _c("backend", "string", "the delegate's backend id"),
     _c("delegate_debug_id", "string", "the event's delegate debug id (backend-internal events)"),
-    _c("reads", "object", "tuple of value indices read"),
-    _c("writes", "object", "tuple of value indices written"),
+    _c("reads", "object", "tuple of value indices read (tensor lists expanded)"),
+    _c("writes", "object", "tuple of value indices written (tensor lists expanded)"),
+    _c("alias_source", "string", "which rule gave reads/writes (the instructions frame's "
+       "alias_source: 'schema' or a guess)"),
     _c("read_names", "object", "tuple of the read tensors' names"),
     _c("write_names", "object", "tuple of the written tensors' names"),
     _c("read_bytes", "int64", "bytes of the tensors read"),
@@ -766,6 +774,7 @@ SCHEMAS["timeline_stats"] = [
     _c("share", "float64", "total / the sum of totals of the same kind"),
     _c("read_bytes", "int64", "bytes read per call"),
     _c("write_bytes", "int64", "bytes written per call"),
+    _c("alias_source", "string", "which rule gave the reads/writes ('schema' or a guess)"),
     _c("storages", "string", "storages touched"),
     _c("module", "string", "module paths (ETRecord)"),
 ]

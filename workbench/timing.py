@@ -152,6 +152,8 @@ def _join(prog: Artifact, trace: Artifact, rec: Artifact | None) -> dict[str, An
         elif str(row.kind) == "delegate":
             got["delegate_index"] = row.delegate_index
             got["backend"] = row.delegate if isinstance(row.delegate, str) else None
+        src = row.alias_source
+        got["alias_source"] = src if isinstance(src, str) else None
         stor: list[str] = []
         for side in ("reads", "writes"):
             vals = tuple(getattr(row, side))
@@ -202,7 +204,8 @@ def _join(prog: Artifact, trace: Artifact, rec: Artifact | None) -> dict[str, An
         "delegate_debug_id": [None if v is None or v != v else str(v) for v in did],
         "reads": out["reads"], "writes": out["writes"], "read_names": out["read_names"],
         "write_names": out["write_names"], "read_bytes": out["read_bytes"],
-        "write_bytes": out["write_bytes"], "storages": out["storages"],
+        "write_bytes": out["write_bytes"], "alias_source": out["alias_source"],
+        "storages": out["storages"],
         "start": ev["start"].to_numpy(), "end": ev["end"].to_numpy(), "duration": ev["duration"],
         "debug_handles": out["debug_handles"], "nodes": out["nodes"], "ops": out["ops"],
         "module": out["module"],
@@ -212,9 +215,10 @@ def _join(prog: Artifact, trace: Artifact, rec: Artifact | None) -> dict[str, An
 #: The timeline columns that follow from the instruction an event is attributed to, and
 #: their values for an event attributed to none.
 _DESCRIBED = ("op", "operator", "overload", "delegate_index", "backend", "reads", "writes",
-              "read_names", "write_names", "read_bytes", "write_bytes", "storages",
-              "debug_handles", "nodes", "ops", "module")
-_NOTHING = (None, None, None, None, None, (), (), None, None, 0, 0, None, None, None, None, None)
+              "read_names", "write_names", "read_bytes", "write_bytes", "alias_source",
+              "storages", "debug_handles", "nodes", "ops", "module")
+_NOTHING = (None, None, None, None, None, (), (), None, None, 0, 0, None, None, None, None, None,
+            None)
 
 
 def _tensor_index(prog: Artifact) -> dict[tuple[str, int], tuple[str, int, str]]:
@@ -274,7 +278,8 @@ def _stats(t: pd.DataFrame) -> pd.DataFrame:
     g["method"] = g["method"].fillna("")
     grouped = g.groupby(keys, sort=False, dropna=False)
     d = grouped["d"]
-    first = grouped[["op", "backend", "read_bytes", "write_bytes", "storages", "module"]].first()
+    first = grouped[["op", "backend", "read_bytes", "write_bytes", "alias_source", "storages",
+                     "module"]].first()
     s = pd.DataFrame({"count": grouped.size(), "total": d.sum(min_count=1), "mean": d.mean(),
                       "std": d.std(), "min": d.min(), "median": d.median(), "max": d.max()})
     s = s.join(first).reset_index()
@@ -284,7 +289,7 @@ def _stats(t: pd.DataFrame) -> pd.DataFrame:
     cols: dict[str, Any] = {c: s[c].tolist() for c in s.columns}
     for c in ("total", "min", "max"):
         cols[c] = [None if v != v else int(v) for v in cols[c]]
-    for c in ("op", "backend", "storages", "module"):
+    for c in ("op", "backend", "alias_source", "storages", "module"):
         cols[c] = [v if isinstance(v, str) else None for v in cols[c]]
     return build("timeline_stats", cols)
 

@@ -96,6 +96,8 @@ def validate(art: Artifact, extra: Mapping[str, Any] | None = None) -> pd.DataFr
                             f"of {r.buffer_size} bytes"))
     if "instructions" in frames and "methods" in frames:
         found.extend(_arg_indices(frames["methods"], frames["instructions"]))
+    if "delegate_tensors" in frames:
+        found.extend(_scale_findings(art, frames["delegate_tensors"]))
     found.extend(_data_choice(art, extra))
     return _frames.build("findings", {
         "severity": [x["severity"] for x in found],
@@ -172,6 +174,65 @@ def _data_choice(art: Artifact, extra: Mapping[str, Any]) -> list[dict[str, Any]
                           f"but is not attached: {firsts} was tried first "
                           f"({order}); pass data=[...] to choose"))
     return out
+
+
+#: Most bytes of quantization scales that validate() reads to check that they are finite.
+MAX_SCALE_BYTES = 256 << 20
+
+
+def _scale_findings(art: Artifact, dt: pd.DataFrame) -> list[dict[str, Any]]:
+    """``warning`` findings for quantized delegate tensors whose scales are not finite (NaN
+    or infinite): their dequantized values are NaN or infinite where those scales apply."""
+    import numpy as np
+
+    from .formats.delegates.quant import scale_values
+
+    out = []
+    if "quant" not in dt.columns or not len(dt):
+        return out
+    q = dt["quant"].astype(object)
+    per_tensor = dt[(q == "per_tensor") & dt["scale"].notna()]
+    for r in per_tensor.itertuples():
+        if not math.isfinite(float(r.scale)):
+            out.append(_f("warning", f"delegate tensor {r.name!r}", _int(r.offset),
+                          f"its per-tensor scale is {float(r.scale)}: every dequantized "
+                          "value is NaN or infinite"))
+    grouped = dt[q.isin(["per_channel", "per_channel_group"]) & dt["scale_offset"].notna()]
+    budget = MAX_SCALE_BYTES
+    sources = art.sources
+    for r in grouped.itertuples():
+        src = sources.get(r.scale_file)
+        n = int(r.scale_nbytes) if not _na(r.scale_nbytes) else 0
+        if src is None or not n or int(r.scale_offset) + n > src.size:
+            continue  # missing or out of bounds: reported elsewhere
+        if n > budget:
+            out.append(_f("info", f"delegate tensor {r.name!r}", _int(r.offset),
+                          f"scales not checked for NaN/inf: more than {MAX_SCALE_BYTES} bytes "
+                          "of scales in this artifact"))
+            break
+        budget -= n
+        raw = src.readinto(int(r.scale_offset), np.empty(n, np.uint8),
+                           f"scales of delegate tensor {r.name!r}")
+        values = scale_values(raw, str(r.scale_dtype) if not _na(r.scale_dtype) else "float32")
+        if values is None:
+            continue
+        bad = ~np.isfinite(values)
+        if bad.any():
+            kinds = sorted({"NaN" if np.isnan(v) else "inf" for v in values[bad].tolist()})
+            out.append(_f("warning", f"delegate tensor {r.name!r}", int(r.scale_offset),
+                          f"{int(bad.sum())} of {len(values)} scales are {'/'.join(kinds)}: the "
+                          "values they scale dequantize to NaN or infinity"))
+    return out
+
+
+def _na(v: Any) -> bool:
+    import pandas as pd
+
+    return v is None or bool(pd.isna(v))
+
+
+def _int(v: Any) -> int | None:
+    return None if _na(v) else int(v)
 
 
 def _arg_indices(methods: pd.DataFrame, ins: pd.DataFrame) -> list[dict[str, Any]]:

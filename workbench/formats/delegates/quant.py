@@ -38,7 +38,8 @@ import numpy as np
 from ...errors import ArtifactError, CorruptError
 from .xnnpack.schema import INT4_ZERO_POINT as _INT4_ZERO_POINT
 
-__all__ = ["UnsupportedQuantizationError", "dequantize", "unpack_int4"]
+__all__ = ["NonFiniteScalesWarning", "UnsupportedQuantizationError", "dequantize",
+           "scale_values", "unpack_int4"]
 
 #: element numpy dtype of the stored values, by backend dtype name (XNNPACK names) or
 #: torch dtype name.
@@ -52,6 +53,24 @@ _STORED = {
 
 class UnsupportedQuantizationError(ArtifactError):
     """The tensor's quantization (or lack of stored bytes) cannot be turned into floats."""
+
+
+class NonFiniteScalesWarning(UserWarning):
+    """Some quantization scales of a dequantized tensor are NaN or infinite: the values they
+    scale are NaN or infinite (``validate()`` reports the same as a finding)."""
+
+
+def _check_finite(s: np.ndarray, where: dict) -> None:
+    """Warn, naming the tensor, when scales ``s`` are not all finite."""
+    bad = ~np.isfinite(s)
+    if bad.any():
+        import warnings
+
+        at = f" at 0x{where['offset']:x}" if where.get("offset") is not None else ""
+        file = f"{where['file']}: " if where.get("file") else ""
+        warnings.warn(f"{file}{where['structure']}{at}: {int(bad.sum())} of {s.size} scales are "
+                      "NaN or infinite; the values they scale dequantize to NaN or infinity",
+                      NonFiniteScalesWarning, stacklevel=3)
 
 
 def _get(row: Mapping[str, Any] | Any, key: str, default: Any = None) -> Any:
@@ -153,10 +172,14 @@ def dequantize(data: Any, row: Mapping[str, Any] | Any, scales: Any = None) -> n
         scale = _get(row, "scale")
         if scale is None:
             raise CorruptError("per-tensor quantization without a scale", **where)
-        return ((q - float(_get(row, "zero_point", 0))) * np.float32(scale)).astype(np.float32)
+        _check_finite(np.array([scale], np.float64), where)
+        with np.errstate(invalid="ignore", over="ignore"):
+            return ((q - float(_get(row, "zero_point", 0))) * np.float32(scale)).astype(
+                np.float32)
     if quant not in ("per_channel", "per_channel_group"):
         raise UnsupportedQuantizationError(f"quantization {quant!r} is not handled", **where)
     s = _scales(scales, _get(row, "scale_dtype") or "float32", where)
+    _check_finite(s, where)
     cd = int(_get(row, "channel_dim", 0))
     if not shape or not 0 <= cd < len(shape):
         raise CorruptError(f"channel_dim {cd} is not a dimension of shape {list(shape)}", **where)
@@ -166,7 +189,8 @@ def dequantize(data: Any, row: Mapping[str, Any] | Any, scales: Any = None) -> n
                                f"{list(shape)})", **where)
         bshape = [1] * len(shape)
         bshape[cd] = shape[cd]
-        return (q * s.reshape(bshape)).astype(np.float32)
+        with np.errstate(invalid="ignore", over="ignore"):
+            return (q * s.reshape(bshape)).astype(np.float32)
     gs = int(_get(row, "group_size", 0))
     if len(shape) != 2 or cd != 0 or gs <= 0:
         raise UnsupportedQuantizationError(
@@ -178,17 +202,31 @@ def dequantize(data: Any, row: Mapping[str, Any] | Any, scales: Any = None) -> n
         raise CorruptError(f"{len(s)} scales for {rows} rows x {groups} groups of {gs}",
                            **where)
     per_col = np.repeat(s.reshape(rows, groups), gs, axis=1)[:, :cols]
-    return (q * per_col).astype(np.float32)
+    with np.errstate(invalid="ignore", over="ignore"):
+        return (q * per_col).astype(np.float32)
+
+
+def scale_values(raw: Any, dtype: str) -> np.ndarray | None:
+    """The scales in the bytes ``raw`` as float32 (``None``: a scale dtype not handled).
+
+    Example:
+        >>> scale_values(np.array([0x3F80, 0x7FC0], np.uint16).tobytes(), "bfloat16").tolist()
+        [1.0, nan]
+    """
+    buf = memoryview(raw).cast("B") if not isinstance(raw, np.ndarray) else \
+        memoryview(np.ascontiguousarray(raw).view(np.uint8).reshape(-1))
+    if dtype == "bfloat16":
+        return _bf16(np.frombuffer(buf, np.uint16, len(buf) // 2))
+    if dtype == "float32":
+        return np.frombuffer(buf, np.float32, len(buf) // 4)
+    return None
 
 
 def _scales(scales: Any, dtype: str, where: dict) -> np.ndarray:
     if scales is None:
         raise UnsupportedQuantizationError("per-channel quantization needs the scale bytes "
                                            "(scale_file / scale_offset)", **where)
-    raw = memoryview(scales).cast("B") if not isinstance(scales, np.ndarray) else \
-        memoryview(np.ascontiguousarray(scales).view(np.uint8).reshape(-1))
-    if dtype == "bfloat16":
-        return _bf16(np.frombuffer(raw, np.uint16, len(raw) // 2))
-    if dtype == "float32":
-        return np.frombuffer(raw, np.float32, len(raw) // 4)
-    raise UnsupportedQuantizationError(f"scale dtype {dtype!r} is not handled", **where)
+    values = scale_values(scales, dtype)
+    if values is None:
+        raise UnsupportedQuantizationError(f"scale dtype {dtype!r} is not handled", **where)
+    return values

@@ -65,7 +65,7 @@ class Columns:
             hl = r.header.length
             rows.append((s + 8, hl, "extended header", "header", None, "eh00"))
             fb_start = s + 8 + hl
-        rows.append((fb_start, s + r.program_size - fb_start, "program", "flatbuffer", None, ""))
+        rows.extend(self._program_rows(fb_start, s + r.program_size))
         uses = r.segment_uses()
         users = self._delegate_users()
         # segments that hold one named-data entry and nothing else (often thousands): columns
@@ -111,6 +111,39 @@ class Columns:
                             seg, keys)]
         parts.extend(ptd_segments_raw(d.extra["ptd"]) for d in self.ext.data)
         return concat_sorted(parts)
+
+    def _program_rows(self, start: int, end: int) -> list[tuple]:
+        """Rows of the program flatbuffer ``[start, end)``: one ``program`` row, cut around
+        the delegate blobs stored inline in it (``BackendDelegateInlineData``, as older
+        releases and ``extract_delegate_segments=False`` write them), each blob split into
+        its own sub-segments as a blob in a segment is (one ``delegate`` row when it cannot
+        be taken apart)."""
+        blobs: dict[tuple[int, int], tuple[int, int]] = {}  # (offset, size) -> a user
+        for m, plan in enumerate(self.r.methods):
+            for k, d in enumerate(plan.delegates):
+                if d.location == "inline" and d.size > 0 and start <= d.offset and \
+                        d.offset + d.size <= end:
+                    blobs.setdefault((d.offset, d.size), (m, k))
+        rows: list[tuple] = []
+        at = start
+        for (off, size), (m, k) in sorted(blobs.items()):
+            if off < at:  # overlaps a blob already cut out (a corrupt table): left inside it
+                continue
+            if off > at:
+                rows.append((at, off - at, "program" if at == start else "program (continued)",
+                             "flatbuffer", None, ""))
+            info = self.blobs.info(m, k)
+            sub = info.segment_rows(None) if info is not None and len(info.subsegments) > 1 \
+                else None
+            if sub is None:
+                label = f"{self.r.methods[m].name} delegate {k} (inline)"
+                sub = [(off, size, label, "delegate", None, label)]
+            rows.extend(sub)
+            at = off + size
+        if at < end or not rows:
+            rows.append((at, end - at, "program" if at == start else "program (continued)",
+                         "flatbuffer", None, ""))
+        return rows
 
     def _named_roles(self) -> np.ndarray:
         """``named_data_role`` of each of the program's named-data keys (cached)."""

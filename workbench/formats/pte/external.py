@@ -53,8 +53,10 @@ _HEX_DIGITS = _member_table(b"0123456789abcdef")
 
 
 def _hex_runs(blob: memoryview) -> set[str]:
-    """The distinct 64-hex-digit keys in ``blob``, as ``re.findall(rb"[0-9a-f]{64}", blob)`` finds them: each
-    run of hex digits holds ``len // 64`` keys, one after the other from its start."""
+    """The distinct content-hash keys in ``blob``: the 64-hex-digit hashes as
+    ``re.findall(rb"[0-9a-f]{64}", blob)`` finds them (each run of hex digits holds
+    ``len // 64``, one after the other from its start), each extended to the whole flatbuffer
+    string it ends (``scale_<hash>``) where it ends one."""
     raw = bytes(blob)
     starts, ends = _runs(raw, _HEX_DIGITS, 64)
     counts = (ends - starts) // 64
@@ -63,7 +65,25 @@ def _hex_runs(blob: memoryview) -> set[str]:
         return set()
     first = np.repeat(starts, counts)  # the k-th key of a run starts 64 * k after the run
     first += 64 * (np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts))
-    return set(ascii_rows(rows_at(np.frombuffer(raw, np.uint8), first, 64)))
+    keys = ascii_rows(rows_at(np.frombuffer(raw, np.uint8), first, 64))
+    # A hash that ends a longer flatbuffer string is that string: XNNPACK names the scales of
+    # a quantized weight ``scale_<hash>`` (the runtime looks up the whole string, never the
+    # bare hash). The string's u32 length sits right before its first character.
+    ident = raw.translate(_KEY_CHARS)
+    out = set()
+    for at, key in zip(first.tolist(), keys):
+        a = at
+        while a > 0 and at - a < _MAX_KEY_PREFIX and ident[a - 1]:
+            a -= 1
+        while a < at and not (a >= 4 and int.from_bytes(raw[a - 4:a], "little") == at + 64 - a):
+            a += 1
+        out.add(raw[a:at + 64].decode("ascii") if a < at else key)
+    return out
+
+
+#: Characters of a key prefix before a content hash (``scale_``), and the longest prefix.
+_KEY_CHARS = _member_table(b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_")
+_MAX_KEY_PREFIX = 64
 
 
 class _Substrings:

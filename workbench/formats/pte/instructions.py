@@ -8,13 +8,19 @@ Three frames of a ``.pte`` (declared in :mod:`workbench.frames`):
   that uses it (from the instruction arguments), and where it lives in its arena;
 * ``memory_efficiency``: one row per arena: its size against the peak of bytes live at once.
 
-The program does not say which arguments of a call are written. A kernel call ends with
-its ``out`` arguments followed by its return values (the same values again): those are its
-``writes``. A delegate call takes its outputs last: its trailing arguments that are
-non-constant tensors (or lists of them), not method inputs and not used by an earlier
-instruction are taken as written. Everything else is read. A planned tensor that is read
-but never written is a view (its bytes are another tensor's): its last use keeps the tensor
-last written to its bytes alive.
+The program does not say which arguments of a call are written. For a kernel call, the
+operator's schema does (:mod:`workbench.operators`: a table generated from torch's registry
+for every operator of ExecuTorch's kernel libraries): the emitter passes one argument per
+schema argument, then the call's return values, so argument *i* is written when schema
+argument *i* is (``Tensor(a!)``, ``Tensor(a!)[]``) and the trailing return values are
+written. For an operator the table does not know, the writes are guessed: the trailing
+arguments repeated as return values, else the last argument when it is a tensor no earlier
+instruction named; ``alias_source`` says which rule gave each row. A delegate call takes its
+outputs last: its trailing arguments that are non-constant tensors (or lists of them), not
+method inputs and not used by an earlier instruction are taken as written. Everything else
+is read. ``reads`` and ``writes`` name tensors: a ``TensorList`` argument is expanded to its
+member tensors. A planned tensor that is read but never written is a view (its bytes are
+another tensor's): its last use keeps the tensor last written to its bytes alive.
 
 Both the vectorised path and the scalar verifying path read slots by the names of
 :mod:`.schema`; any doubt on the fast path re-reads the method with the scalar path. The
@@ -39,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from ... import operators
 from ..._cols import categorical, filled, ints, isin_few, objects, strings
 from ..._vecfb import SlowPath
 from ...flatbuf import Table
@@ -60,7 +67,7 @@ from .schema import (
 )
 from .tensors import CONSTANT_STORAGES, MUTABLE, NAMED, PLANNED
 
-__all__ = ["INSTRUCTION_KINDS", "InstructionColumns", "MethodInstructions"]
+__all__ = ["ALIAS_SOURCES", "INSTRUCTION_KINDS", "InstructionColumns", "MethodInstructions"]
 
 _I = InstructionArguments
 #: The instructions frame's ``kind`` by InstructionArguments code.
@@ -70,6 +77,17 @@ _LISTS = frozenset((int(KernelTypes.TensorList), int(KernelTypes.OptionalTensorL
 _TENSORISH = frozenset((int(KernelTypes.Tensor), *_LISTS))
 _KERNEL, _DELEGATE = int(_I.KernelCall), int(_I.DelegateCall)
 _MOVE, _JUMP_FALSE = int(_I.MoveCall), int(_I.JumpFalseCall)
+#: The instructions frame's ``alias_source``: which rule split an instruction's arguments
+#: into reads and writes (codes are indices; -1: none, e.g. a move).
+ALIAS_SOURCES = (
+    "schema",                           # the operator's schema (workbench.operators)
+    "guessed: returned values",         # unknown operator: trailing arguments repeated
+    "guessed: last argument",           # unknown operator: a lone fresh last argument
+    "guessed: nothing written",         # unknown operator: neither rule applies
+    "guessed: arguments differ from the schema",  # fewer arguments than the schema has
+    "delegate: trailing outputs",       # a delegate call's trailing fresh tensors
+)
+_SCHEMA, _RETURNED, _LAST, _NOTHING_WRITTEN, _MISMATCH, _DELEGATE_OUT = range(len(ALIAS_SOURCES))
 #: Above this many (positions x live tensors) the peak is taken as a sum of bytes, not as
 #: the union of the live byte ranges (which counts aliased tensors once).
 MAX_UNION_WORK = 20_000_000
@@ -234,6 +252,8 @@ class InstructionColumns:
         self.r = r
         self._records: list[MethodInstructions] | None = None
         self._rw: list[tuple[list, list]] | None = None
+        self._alias: list[np.ndarray] | None = None
+        self._masks: dict[int, list[tuple[bool, ...] | None]] = {}
         self._spans: list[dict[str, np.ndarray]] | None = None
         self._lists: dict[tuple[int, int], tuple[int, ...]] = {}
         self._walks: dict[int, _Walk | None] = {}
@@ -246,7 +266,8 @@ class InstructionColumns:
             if self.r.fast and len(self.records[mi].kind) >= program.SCALAR_INSTRUCTIONS:
                 m = self.r.methods[mi]
                 try:
-                    walk = _Walk(self.r, m, self.records[mi], self._storage(m))
+                    walk = _Walk(self.r, m, self.records[mi], self._storage(m),
+                                 self._written_masks(m))
                 except SlowPath:
                     walk = None
             self._walks[mi] = walk
@@ -276,6 +297,19 @@ class InstructionColumns:
             self._lists[key] = items
         return items
 
+    def _written_masks(self, m: Method) -> list[tuple[bool, ...] | None]:
+        """Per operator of ``m``: which schema arguments are written (``None``: the operator
+        table does not know the operator)."""
+        key = id(m)
+        masks = self._masks.get(key)
+        if masks is None:
+            masks = []
+            for name, overload in m.operators:
+                s = operators.schema(f"{name}.{overload}" if overload else name)
+                masks.append(None if s is None else s.written_mask)
+            self._masks[key] = masks
+        return masks
+
     def _storage(self, m: Method) -> np.ndarray:
         """Storage code per value of ``m`` (-1: not a tensor)."""
         out = np.full(len(m.vtypes), -1, np.int64)
@@ -288,13 +322,25 @@ class InstructionColumns:
         """Per method: (reads, writes) tuples per instruction (see the module docstring)."""
         if self._rw is not None:
             return self._rw
-        self._rw = []
+        self._rw, self._alias = [], []
         for mi, (m, rec) in enumerate(zip(self.r.methods, self.records)):
             walk = self._walk(mi)
-            self._rw.append(walk.reads_writes() if walk is not None else self._rw_method(m, rec))
+            if walk is not None:
+                self._rw.append(walk.reads_writes())
+                self._alias.append(walk.alias_source())
+            else:
+                reads, writes, alias = self._rw_method(m, rec)
+                self._rw.append((reads, writes))
+                self._alias.append(alias)
         return self._rw
 
-    def _rw_method(self, m: Method, rec: MethodInstructions) -> tuple[list, list]:
+    def alias_sources(self) -> list[np.ndarray]:
+        """Per method: the :data:`ALIAS_SOURCES` code of each instruction (-1: none)."""
+        self.reads_writes()
+        assert self._alias is not None
+        return self._alias
+
+    def _rw_method(self, m: Method, rec: MethodInstructions) -> tuple[list, list, np.ndarray]:
         nv = len(m.vtypes)
         vt = m.vtypes.tolist()
         storage = self._storage(m).tolist()
@@ -316,26 +362,45 @@ class InstructionColumns:
                 0 <= x < nv and not seen[x] and x not in inputs
                 and storage[x] >= 0 and storage[x] not in constant for x in members)
 
+        def tensors(vs: Sequence[int]) -> tuple[int, ...]:
+            """``vs`` with tensor lists expanded to their members, each value once."""
+            return tuple(dict.fromkeys(x for v in vs for x in (
+                items(v) if 0 <= v < nv and vt[v] in _LISTS else (v,))))
+
+        masks = self._written_masks(m)
         reads, writes = [], []
-        for kind, args in zip(rec.kind.tolist(), rec.args):
+        alias = np.full(len(rec.kind), -1, np.int64)
+        for p, (kind, index, args) in enumerate(zip(rec.kind.tolist(), rec.index.tolist(),
+                                                    rec.args)):
             if kind == _KERNEL:
-                n = _returned(args)
-                if not n and args and (args[-1] in args[:-1] or written(args[-1])):
-                    n = 1  # returns an argument (in place, e.g. copy_) or a lone out
-                r_, w_ = args[:len(args) - n], args[len(args) - n:]
+                mask = masks[index] if 0 <= index < len(masks) else None
+                if mask is not None and len(args) >= len(mask):
+                    alias[p] = _SCHEMA
+                    r_ = [a for i, a in enumerate(args) if i < len(mask) and not mask[i]]
+                    w_ = [a for i, a in enumerate(args) if i >= len(mask) or mask[i]]
+                else:
+                    n = _returned(args)
+                    alias[p] = _RETURNED if n else _NOTHING_WRITTEN
+                    if not n and args and (args[-1] in args[:-1] or written(args[-1])):
+                        n = 1  # returns an argument (in place, e.g. copy_) or a lone out
+                        alias[p] = _LAST
+                    if mask is not None:
+                        alias[p] = _MISMATCH
+                    r_, w_ = args[:len(args) - n], args[len(args) - n:]
             elif kind == _DELEGATE:
                 k = len(args)
                 while k > 0 and written(args[k - 1]):
                     k -= 1
                 r_, w_ = args[:k], args[k:]
+                alias[p] = _DELEGATE_OUT
             elif kind == _MOVE:
                 r_, w_ = args[:1], args[1:]
             elif kind == _JUMP_FALSE:
                 r_, w_ = args, ()
             else:
                 r_, w_ = (), ()
-            reads.append(tuple(dict.fromkeys(r_)))
-            writes.append(tuple(dict.fromkeys(w_)))
+            reads.append(tensors(r_))
+            writes.append(tensors(w_))
             for v in args:
                 if 0 <= v < nv:
                     seen[v] = True
@@ -343,15 +408,15 @@ class InstructionColumns:
                         for x in items(v):
                             if 0 <= x < nv:
                                 seen[x] = True
-        return reads, writes
+        return reads, writes, alias
 
     # -- frames -------------------------------------------------------------------------------
     def instructions(self) -> dict[str, Any]:
         """The instructions frame."""
         r = self.r
         parts = []
-        for mi, (m, rec, (reads, writes)) in enumerate(
-                zip(r.methods, self.records, self.reads_writes())):
+        for mi, (m, rec, (reads, writes), alias) in enumerate(
+                zip(r.methods, self.records, self.reads_writes(), self.alias_sources())):
             n = len(rec.kind)
             is_k = rec.kind == _I.KernelCall
             is_d = rec.kind == _I.DelegateCall
@@ -369,7 +434,7 @@ class InstructionColumns:
                 "kind": rec.kind, "op_index": rec.index, "is_k": is_k, "op": op,
                 "operator": name, "overload": overload, "delegate_index": rec.index,
                 "is_d": is_d, "delegate": deleg, "args": objects(rec.args),
-                "reads": objects(reads), "writes": objects(writes),
+                "reads": objects(reads), "writes": objects(writes), "alias": alias,
                 "destination": rec.destination, "table_offset": rec.table_offset})
         if not parts:
             return {c: [] for c in _INSTRUCTION_COLUMNS}
@@ -382,7 +447,9 @@ class InstructionColumns:
             "operator": strings(c["operator"]), "overload": strings(c["overload"]),
             "delegate_index": ints(c["delegate_index"], ~c["is_d"]),
             "delegate": strings(c["delegate"]), "args": c["args"], "reads": c["reads"],
-            "writes": c["writes"], "destination": ints(c["destination"], c["destination"] < 0),
+            "writes": c["writes"],
+            "alias_source": categorical(c["alias"], ALIAS_SOURCES),
+            "destination": ints(c["destination"], c["destination"] < 0),
             "table_offset": c["table_offset"],
         }
 
@@ -557,9 +624,9 @@ class _Walk:
     """
 
     def __init__(self, r: ProgramReader, m: Method, rec: MethodInstructions,
-                 storage: np.ndarray) -> None:
+                 storage: np.ndarray, masks: Sequence[tuple[bool, ...] | None] = ()) -> None:
         nv = len(m.vtypes)
-        self.rec, self.nv = rec, nv
+        self.rec, self.nv, self.masks = rec, nv, masks
         vt = m.vtypes.astype(np.int64)
         flat, count = rec.flat, rec.count
         self.owner = np.repeat(np.arange(len(count), dtype=np.int64), count)
@@ -582,7 +649,8 @@ class _Walk:
             mcount[lists] = np.bincount(of[keep], minlength=len(lists))
             mstart[lists] = np.cumsum(mcount[lists]) - mcount[lists]
             members = items[keep]
-        self.mcount, self.members = mcount, members
+        self.mcount, self.mstart, self.members = mcount, mstart, members
+        self.is_list = np.append(is_list, False)
         # every argument expanded to the tensors it names: itself, or a list's members
         el_list = valid & np.append(is_list, False)[v]
         n_exp = np.where(el_list, mcount[v], valid.astype(np.int64))
@@ -615,6 +683,8 @@ class _Walk:
             np.minimum.at(fresh, owner, seen[members])
         self.ok, self.fresh = np.append(ok, False), np.append(fresh, 0)
         self._split: tuple[np.ndarray, np.ndarray] | None = None
+        self._alias = np.full(len(count), -1, np.int64)
+        self._expanded: tuple[np.ndarray, ...] | None = None
 
     def written(self, values: np.ndarray, at: np.ndarray) -> np.ndarray:
         """Whether the instruction at position ``at`` writes value ``values`` (elementwise)."""
@@ -632,6 +702,8 @@ class _Walk:
         local = np.arange(len(flat)) - start[owner]
         cut = count.copy()  # reads: arguments [0, cut), writes: [cut, count)
         kind = rec.kind
+        alias = self._alias
+        alias[kind == _KERNEL] = _NOTHING_WRITTEN
         kernels = np.flatnonzero((kind == _KERNEL) & (count > 0))
         if len(kernels):
             ret = _returned_many(flat, start, count, kernels)
@@ -643,6 +715,9 @@ class _Walk:
             again[owner[same]] = True
             lone = (ret == 0) & (again[kernels] | self.written(flat[last], kernels))
             cut[kernels] = count[kernels] - np.where(lone, 1, ret)
+            alias[kernels] = np.where(lone, _LAST, np.where(ret > 0, _RETURNED,
+                                                            _NOTHING_WRITTEN))
+        alias[kind == _DELEGATE] = _DELEGATE_OUT
         dels = (kind == _DELEGATE)[owner]
         if dels.any():
             fixed = dels & ~self.written(flat, owner)  # the last argument read
@@ -656,25 +731,82 @@ class _Walk:
         cut[none] = 0
         is_read = (local < cut[owner]) & ~none[owner]
         is_write = ~is_read & ~none[owner]
+        self._schema_split(local, is_read, is_write)
         self._split = (is_read, is_write)
         return self._split
 
+    def _schema_split(self, local: np.ndarray, is_read: np.ndarray, is_write: np.ndarray
+                      ) -> None:
+        """Kernel calls of operators the schema table knows: argument ``i`` is written when
+        schema argument ``i`` is, the trailing return values are written (in place)."""
+        masks = self.masks
+        if not any(mk is not None for mk in masks):
+            return
+        rec, owner = self.rec, self.owner
+        mlen = np.array([-1 if mk is None else len(mk) for mk in masks], np.int64)
+        mstart = np.cumsum(np.maximum(mlen, 0)) - np.maximum(mlen, 0)
+        # every mask end to end, then one False for "past the mask" lookups
+        mflat = np.array([b for mk in masks if mk is not None for b in mk] + [False], bool)
+        index = rec.index
+        known_op = (rec.kind == _KERNEL) & (index >= 0) & (index < len(masks))
+        op = np.where(known_op, index, 0)
+        length = np.where(known_op, mlen[op] if len(mlen) else -1, -1)
+        has = length >= 0
+        self._alias[has & (rec.count < length)] = _MISMATCH
+        use = has & (rec.count >= length)
+        self._alias[use] = _SCHEMA
+        sel = use[owner]
+        if not sel.any():
+            return
+        o, loc = owner[sel], local[sel]
+        inside = loc < length[o]
+        at = np.where(inside, mstart[op[o]] + loc, len(mflat) - 1)
+        w = ~inside | mflat[at]
+        is_write[sel] = w
+        is_read[sel] = ~w
+
+    def alias_source(self) -> np.ndarray:
+        """The :data:`ALIAS_SOURCES` code of each instruction (-1: none)."""
+        self.split()
+        return self._alias
+
+    def _expand(self) -> tuple[np.ndarray, ...]:
+        """Every argument expanded to the values it names, for reads and writes: a tensor
+        list to its members, anything else (out-of-range values too) to itself. Returns
+        ``(owner, value, is_read, is_write)`` per expanded element, in argument order."""
+        if self._expanded is not None:
+            return self._expanded
+        flat, nv = self.rec.flat, self.nv
+        is_read, is_write = self.split()
+        valid = (flat >= 0) & (flat < nv)
+        v = np.where(valid, flat, nv)
+        el_list = valid & self.is_list[v]
+        n_exp = np.where(el_list, self.mcount[v], 1)
+        arg = np.repeat(np.arange(len(flat), dtype=np.int64), n_exp)
+        within = np.arange(len(arg)) - np.repeat(np.cumsum(n_exp) - n_exp, n_exp)
+        val = flat[arg]
+        from_list = el_list[arg]
+        if from_list.any():
+            val[from_list] = self.members[self.mstart[v][arg][from_list] + within[from_list]]
+        self._expanded = (self.owner[arg], val, is_read[arg], is_write[arg])
+        return self._expanded
+
     def reads_writes(self) -> tuple[np.ndarray, np.ndarray]:
         """(reads, writes) tuples per instruction, each value once, in argument order."""
-        rec = self.rec
-        n = len(rec.count)
+        n = len(self.rec.count)
+        owner, val, is_read, is_write = self._expand()
         out = []
-        for part in self.split():
+        for part in (is_read, is_write):
             at = np.flatnonzero(part)
-            kept = at[_first_of_each(self.owner[at], rec.flat[at])]
-            out.append(_tuples(rec.flat[kept], np.bincount(self.owner[kept], minlength=n)))
+            kept = at[_first_of_each(owner[at], val[at])]
+            out.append(_tuples(val[kept], np.bincount(owner[kept], minlength=n)))
         return out[0], out[1]
 
     def first_write(self) -> np.ndarray:
         """Per value, the first position that writes it (-1: none)."""
-        _, is_write = self.split()
-        vals = self.rec.flat[is_write]
-        pos = self.owner[is_write]
+        owner, val, _, is_write = self._expand()
+        vals = val[is_write]
+        pos = owner[is_write]
         ok = (vals >= 0) & (vals < self.nv)
         first = np.full(self.nv, _NEVER, np.int64)
         np.minimum.at(first, vals[ok], pos[ok])
@@ -847,7 +979,7 @@ def _peak(lo: np.ndarray, hi: np.ndarray, off: np.ndarray, nb: np.ndarray
 
 _INSTRUCTION_COLUMNS = ("method", "chain", "instruction", "position", "kind", "op_index", "op",
                         "operator", "overload", "delegate_index", "delegate", "args", "reads",
-                        "writes", "destination", "table_offset")
+                        "writes", "alias_source", "destination", "table_offset")
 _LIFETIME_COLUMNS = ("method", "value", "name", "storage", "mem_id", "offset", "nbytes",
                      "end_offset", "first", "last", "is_input", "is_output", "live_from",
                      "live_to")
