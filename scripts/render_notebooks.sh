@@ -32,8 +32,10 @@ mkdir -p "$out"
 for nb in "${notebooks[@]}"; do
     if [ "$store" = 1 ]; then
         echo "[store] $nb"
+        # store_widget_state stays on while executing (nbclient fails on Output widgets without
+        # it); store_notebook.py then drops the state, which is not committed
         .venv/bin/jupyter nbconvert --to notebook --execute --inplace --log-level=WARN \
-            --ExecutePreprocessor.timeout=600 --ExecutePreprocessor.store_widget_state=False "$nb"
+            --ExecutePreprocessor.timeout=600 --ExecutePreprocessor.store_widget_state=True "$nb"
         .venv/bin/python scripts/store_notebook.py "$nb"
     else
         echo "[render] $nb"
