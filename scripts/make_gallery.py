@@ -4,10 +4,13 @@
     .venv/bin/python scripts/make_gallery.py --out /tmp/gallery --samples sample_models
     .venv/bin/python scripts/make_gallery.py --only timeline_mlp_portable.png
 
-The PNGs are deterministic for a given matplotlib (no timestamps or software tag in the
-files). Plots of ``.pt2`` samples are skipped, with a note, while ``workbench.open`` cannot
-read ``.pt2`` files (``UnsupportedVersionError``). ``tests/test_plots.py`` runs this script
-into a temporary folder, and into ``docs/gallery/`` when ``WORKBENCH_GALLERY=1`` is set.
+The PNGs are byte-reproducible for a given matplotlib (no timestamps or software tag in the
+files; ``tests/test_plots.py`` checks two runs in processes with different hash seeds). Plots
+of ``.pt2`` samples are skipped, with a note, while ``workbench.open`` cannot read ``.pt2``
+files (``UnsupportedVersionError``). ``tests/test_plots.py`` runs this script into temporary
+folders; it writes ``docs/gallery/`` only when asked: run this script, or the test with
+``WORKBENCH_GALLERY=1`` (``scripts/test.sh`` does not set it, so a test run leaves the
+repository as it was).
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ import sys
 from collections.abc import Callable, Collection
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # draw with this checkout's workbench, not another installed one
+    sys.path.insert(0, str(ROOT))
 
 #: (png name, sample files it needs, what it shows) — in README order.
 GALLERY: list[tuple[str, tuple[str, ...], str]] = [
@@ -29,6 +34,8 @@ GALLERY: list[tuple[str, tuple[str, ...], str]] = [
      "AOTInductor constants inside the .so vs in a separate blob member (log widths)"),
     ("compare_pte_vs_pt2.png", ("mlp_portable.pte", "mlp.pt2"),
      "the same weights in a .pte and in a torch.export archive, matched by content"),
+    ("anatomy_mlp_xnnpack_external.png", ("mlp_xnnpack_external.pte", "mlp_xnnpack_external.ptd"),
+     "every region of a .pte (eh00, delegate blob) and its .ptd, labelled, in file order"),
     ("layout_mlp_portable.png", ("mlp_portable.pte",), "a portable .pte"),
     ("layout_mlp_external.png", ("mlp_external.pte", "mlp_external.ptd"),
      "a .pte with its weights in a .ptd: one band per file"),
@@ -69,6 +76,8 @@ def _jobs(samples: pathlib.Path) -> dict[str, Callable[[], object]]:
             cmp(s("mlp_aoti.pt2"), s("mlp_aoti_blob.pt2")), log=True),
         "compare_pte_vs_pt2.png": lambda: plots.compare(
             cmp(s("mlp_portable.pte"), s("mlp.pt2")), log=True),
+        "anatomy_mlp_xnnpack_external.png": lambda: plots.anatomy(
+            wb.open(s("mlp_xnnpack_external.pte"), data=[s("mlp_xnnpack_external.ptd")])),
         "layout_mlp_portable.png": lambda: plots.layout(wb.open(s("mlp_portable.pte"))),
         "layout_mlp_external.png": lambda: plots.layout(
             wb.open(s("mlp_external.pte"), data=[s("mlp_external.ptd")])),

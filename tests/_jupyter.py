@@ -54,6 +54,8 @@ def private_env(home: pathlib.Path) -> dict[str, str]:
         path.mkdir(parents=True, exist_ok=True)
         env[var] = str(path)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    # kernels import this checkout's workbench, not another one installed in the environment
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
     env.pop("MPLBACKEND", None)  # inline plots must not vanish
     env["JUPYTER_PLATFORM_DIRS"] = "1"
     return env

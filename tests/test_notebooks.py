@@ -10,6 +10,9 @@ imports and exports); each test waits for its own notebook.
 from __future__ import annotations
 
 import concurrent.futures
+import copy
+import difflib
+import importlib.util
 import json
 import pathlib
 import re
@@ -21,6 +24,19 @@ from _jupyter import NOTEBOOKS, copy_workspace, error_outputs, execute_notebook
 pytestmark = pytest.mark.slow
 
 ALL = sorted(p.name for p in NOTEBOOKS.glob("*.ipynb"))
+
+
+def _load_store_script() -> Any:
+    """``scripts/store_notebook.py``: what ``render_notebooks.sh --store`` does to a notebook."""
+    path = NOTEBOOKS.parent / "scripts" / "store_notebook.py"
+    spec = importlib.util.spec_from_file_location("store_notebook", path)
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+STORE = _load_store_script()
 
 #: Cells appended to a notebook: they drive its widgets as a person would.
 DRIVE: dict[str, list[str]] = {
@@ -177,7 +193,6 @@ def test_stored_executed_and_small(name: str) -> None:
     assert nb.metadata["kernelspec"]["name"] == "python3"
     assert sum(c.cell_type == "markdown" for c in nb.cells) >= 3, "notebooks teach: add prose"
     assert (NOTEBOOKS / name).stat().st_size < MAX_BYTES, f"{name} is over {MAX_BYTES:,} bytes"
-    # Sources and outputs only: the widget state may name a temporary file the notebook made.
     text = json.dumps([(c.source, c.get("outputs", [])) for c in nb.cells])
     assert "/work/" not in text and "/tmp/" not in text, "no absolute paths: use SAMPLES"
     last = nb.cells[-1]
@@ -213,10 +228,76 @@ def structure(nb: Any, cells: int | None = None) -> list[tuple[str, ...]]:
 
 
 @pytest.mark.parametrize("name", ALL)
+def test_committed_notebook_names_no_machine_or_temporary_path(name: str) -> None:
+    """Nowhere in the committed file (sources, outputs, metadata): a temporary folder, the
+    home folder, this checkout's absolute path (``scripts/store_notebook.py`` lists them)."""
+    found = STORE.machine_paths((NOTEBOOKS / name).read_text())
+    assert not found, f"{name} names machine or temporary paths: {found}"
+
+
+def test_machine_paths_are_found() -> None:
+    home = str(pathlib.Path.home())
+    text = json.dumps({"a": "/tmp/wb-keys-x1/big.pte", "b": f"{home}/models/x.pte",
+                       "c": str(NOTEBOOKS.parent / "sample_models" / "x.pte"), "d": "../sample_models"})
+    found = STORE.machine_paths(text)
+    assert any("/tmp/wb-keys" in f for f in found) and any("models/x.pte" in f for f in found)
+    assert any("sample_models/x.pte" in f for f in found)
+    assert STORE.machine_paths(json.dumps({"d": "../sample_models", "e": "tempfile.mkdtemp()"})) == []
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_committed_notebook_has_no_widget_state_or_progress_bar(name: str) -> None:
+    """Committed as a reader without a kernel sees it: no widget state (it renders only in a
+    trusted notebook, with broken images elsewhere), widgets as their own text, no progress
+    bar (its stored form is the bar at 0%)."""
+    nb = json.loads((NOTEBOOKS / name).read_text())
+    assert "widgets" not in nb["metadata"], f"{name} stores widget state: store it again"
+    views = [i for i, c in enumerate(nb["cells"]) for o in c.get("outputs", [])
+             if STORE.WIDGET in o.get("data", {})]
+    assert not views, f"{name}: widget views stored in cells {views}: store it again"
+    assert not STORE.progress_bars(nb), f"{name}: progress bars stored: {STORE.progress_bars(nb)}"
+
+
+def test_static_outputs_drop_bars_and_widget_views() -> None:
+    bar = {"output_type": "display_data", "metadata": {},
+           "data": {STORE.WIDGET: {"model_id": "x"}, "text/plain": "export:   0%|          | 0/3"}}
+    widget = {"output_type": "execute_result", "metadata": {}, "execution_count": 1,
+              "data": {STORE.WIDGET: {"model_id": "y"}, "text/plain": "Explorer widget (a.pte): …"}}
+    nb = {"metadata": {"widgets": {"state": {}}},
+          "cells": [{"cell_type": "code", "source": "", "metadata": {}, "outputs": [bar, widget]}]}
+    assert STORE.progress_bars(nb) == ["export:   0%|          | 0/3"]
+    out = STORE.static_outputs(nb)["cells"][0]["outputs"]
+    assert out == [{**widget, "data": {"text/plain": "Explorer widget (a.pte): …"}}]
+    assert "widgets" not in nb["metadata"] and STORE.progress_bars(nb) == []
+
+
+def _static(nb: Any) -> Any:
+    """An executed notebook as it would be committed (see ``scripts/store_notebook.py``)."""
+    return STORE.static_outputs(copy.deepcopy(nb))
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_every_widget_has_a_static_twin(name: str, executed: dict[str, Any]) -> None:
+    """A widget shows nothing without a kernel: the next code cell shows the same view as a
+    picture and a table (what GitHub and nbconvert show)."""
+    nb, _ = executed[name].result()
+    n = len(_committed(name).cells)
+    kinds = structure(nb, n)
+    code = [i for i in range(n) if nb.cells[i].cell_type == "code"]
+    for i in code:
+        if any(STORE.WIDGET in o.get("data", {}) and not STORE.is_progress_bar(o)
+               for o in nb.cells[i].get("outputs", [])):
+            twin = next((j for j in code if j > i), None)
+            assert twin is not None and {"image", "table"} <= set(kinds[twin]), \
+                f"{name}: the widget of cell {i} has no static twin (picture and table) after it"
+
+
+@pytest.mark.parametrize("name", ALL)
 def test_committed_outputs_are_current(name: str, executed: dict[str, Any]) -> None:
     """Re-executed now, the notebook has the committed notebook's shape: the same cells, and
     per cell the same kinds of output (images, tables, Markdown, widgets, streams)."""
     nb, _ = executed[name].result()
+    nb = _static(nb)
     committed = _committed(name)
     n = len(committed.cells)
     assert [c.source for c in nb.cells[:n]] == [c.source for c in committed.cells], \
@@ -225,6 +306,88 @@ def test_committed_outputs_are_current(name: str, executed: dict[str, Any]) -> N
     diff = [(i, t, w) for i, (t, w) in enumerate(zip(then, now)) if t != w]
     assert not diff, f"{name}: committed outputs are stale (cell, committed, now): {diff}; " \
                      "re-store with: bash scripts/render_notebooks.sh --store"
+
+
+#: Cells whose output is a timing, or derived from one (a rate, a ratio of times, a sentence
+#: that says which path was faster): their text is not compared with the committed text (their
+#: shape still is). Tag only cells whose every output depends on time: split a cell whose output
+#: mixes timings with counts or sizes, so that the counts and sizes stay checked. There is no
+#: other masking: every other text output must be identical.
+TIMING = "timing"
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else "".join(value)
+
+
+def output_texts(nb: Any, cells: int | None = None) -> dict[int, list[str]]:
+    """Per code cell that is not tagged ``timing`` (nor ``varies-by-machine``): the text of
+    each output in order — a stream's text, a result's Markdown, else its HTML, else its plain
+    text. Images have no text here; apply :func:`_static` first to an executed notebook."""
+    texts: dict[int, list[str]] = {}
+    for i, c in enumerate(nb.cells[:cells]):
+        tags = c.metadata.get("tags", [])
+        if c.cell_type != "code" or TIMING in tags or VARIES in tags:
+            continue
+        out = []
+        for o in c.get("outputs", []):
+            if o["output_type"] == "stream":
+                out.append(f"[{o['name']}]\n{_text(o['text'])}")
+            elif o["output_type"] == "error":
+                out.append(f"[error] {o.get('ename')}: {o.get('evalue')}")
+            else:
+                data = o.get("data", {})
+                mime = next((m for m in ("text/markdown", "text/html", "text/plain") if m in data), None)
+                if mime:
+                    out.append(f"[{mime}]\n{_text(data[mime])}")
+        texts[i] = out
+    return texts
+
+
+def drift(committed: Any, now: Any) -> list[str]:
+    """Where the text outputs of ``now`` differ from ``committed`` (cells of ``committed``
+    only; timing cells skipped): one unified diff per differing cell, shortened."""
+    then, cur = output_texts(committed), output_texts(now, len(committed.cells))
+    diffs = []
+    for i in sorted(then):
+        if then[i] != cur.get(i):
+            a = "\n".join(then[i]).splitlines()
+            b = "\n".join(cur.get(i, [])).splitlines()
+            lines = list(difflib.unified_diff(a, b, "committed", "now", lineterm="", n=1))
+            diffs.append(f"cell {i}:\n" + "\n".join(lines[:30]))
+    return diffs
+
+
+def test_drift_is_found_and_timings_are_not() -> None:
+    """The drift check fails on a changed number, and only outside cells tagged ``timing``."""
+    import nbformat
+
+    def nb(blob: str, ms: str) -> Any:
+        v4 = nbformat.v4
+        cells = [v4.new_markdown_cell("prose"),
+                 v4.new_code_cell("x", outputs=[v4.new_output("execute_result", {
+                     "text/markdown": f"the blob is {blob} B", "text/plain": "<Markdown>"},
+                     execution_count=1)]),
+                 v4.new_code_cell("y", outputs=[v4.new_output("stream", name="stdout", text=f"{ms} ms")],
+                                  metadata={"tags": [TIMING]}),
+                 v4.new_code_cell("z", outputs=[v4.new_output("display_data", {"image/png": ms})])]
+        return v4.new_notebook(cells=cells)
+
+    assert drift(nb("1,184", "3.2"), nb("1,184", "4.7")) == []
+    found = drift(nb("1,184", "3.2"), nb("1,185", "3.2"))
+    assert len(found) == 1 and "-the blob is 1,184 B" in found[0] and "+the blob is 1,185 B" in found[0]
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_deterministic_outputs_are_the_committed_ones(name: str, executed: dict[str, Any]) -> None:
+    """Re-executed now, every text output that is not a timing (cells tagged ``timing``) is
+    exactly the committed one: a number the notebook states cannot drift from what it computes."""
+    nb, _ = executed[name].result()
+    found = drift(_committed(name), _static(nb))
+    assert not found, (f"{name}: outputs differ from the committed ones (if the change is "
+                       "intended, store again: bash scripts/render_notebooks.sh --store "
+                       f"notebooks/{name}; if a cell shows timings, tag it {TIMING!r}):\n"
+                       + "\n".join(found))
 
 
 @pytest.mark.parametrize("name", ALL)

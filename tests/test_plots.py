@@ -291,3 +291,101 @@ def test_gallery(tmp_path, samples_dir):
             assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000, png
         else:
             raise AssertionError(f"{png} was not written: {st}")
+
+
+def test_gallery_is_byte_reproducible(tmp_path, samples_dir):
+    """Two runs of the gallery script, in processes with different hash seeds, write the same
+    bytes: so a regenerated gallery changes only where a plot changed (and a test run, which
+    writes to temporary folders, leaves docs/gallery/ alone)."""
+    script = ROOT / "scripts" / "make_gallery.py"
+    runs = []
+    for seed in ("1", "2"):
+        out = tmp_path / f"run{seed}"
+        subprocess.run([sys.executable, str(script), "--out", str(out), "--samples", str(samples_dir)],
+                       check=True, timeout=300, capture_output=True,
+                       env={**os.environ, "PYTHONHASHSEED": seed, "MPLBACKEND": ""})
+        runs.append({p.name: p.read_bytes() for p in sorted(out.glob("*.png"))})
+    assert set(runs[0]) == {png for png, _needs, _what in _load_gallery_script().GALLERY}
+    assert [n for n in runs[0] if runs[0][n] != runs[1][n]] == []
+
+
+# ------------------------------------------------------------------------------ anatomy, time axes
+
+
+def _anatomy_texts(ax) -> list[str]:
+    return [t.get_text() for t in ax.texts if t.get_gid() == "region_label"]
+
+
+@pytest.mark.parametrize("name", ["mlp_xnnpack_external.pte", "kv_cache.pte", "mlp_xnnpack.pte",
+                                  "mlp.bpte", "multi_method_xnnpack.pte"])
+def test_anatomy_labels_every_region(sample, name):
+    """One box and one label (name, offset, size in bytes) per row of ``segments``, one
+    column per file; each delegate blob outlined, with the sum of its parts."""
+    with wb.open(sample(name)) as art:
+        fig = plots.anatomy(art)
+        seg = art.segments
+        assert len(fig.axes) == len(art.files) == seg["file"].nunique()
+        for f, ax in zip(art.files, fig.axes):
+            rows = seg[seg["file"] == f]
+            boxes = [p for p in ax.patches if p.get_gid() == "segment"]
+            assert sorted(p.get_label() for p in boxes) == sorted(rows["kind"].astype(str))
+            texts = _anatomy_texts(ax)
+            assert ax.get_title(loc="left").startswith(os.path.basename(f))
+            used = rows["used_by"].fillna("").astype(str)
+            blobs = sorted({u for u, n in zip(used, rows["name"].astype(str))
+                            if u and n.startswith(u + ": ")})
+            assert sorted(p.get_label() for p in ax.patches if p.get_gid() == "delegate_blob") == blobs
+            assert len(texts) == len(rows) + len(blobs)
+            labels = [tuple(t.split("  ·  ")) for t in texts]  # (name, "offset N", "N B")
+            for r, u in zip(rows.itertuples(), used):
+                part = r.name[len(u) + 2:] if u and r.name.startswith(u + ": ") else r.name
+                assert (f"offset {r.offset:,}", f"{r.size:,} B") in [lb[1:] for lb in labels
+                                                                     if part.startswith(lb[0][:8])], \
+                    (r.name, labels)
+            for b in blobs:
+                size = int(rows.loc[(used == b) & rows["name"].str.startswith(b + ": "), "size"].sum())
+                start = int(rows.loc[(used == b), "offset"].min())
+                assert (plots._text(b, 46), f"offset {start:,}", f"{size:,} B") in labels
+        _assert_labels_fit(fig)
+
+
+def test_anatomy_of_a_program_with_the_extended_header(sample):
+    """The anatomy of a real .pte with eh00 and segments says what each header holds."""
+    with wb.open(sample("mlp_xnnpack_external.pte")) as art:
+        fig = plots.anatomy(art)
+        pte = [t.get_text() for t in fig.axes[0].texts]
+        assert any("eh00" in t for t in pte) and any("ET12" in t for t in pte)
+        assert any("FH01" in t.get_text() for t in fig.axes[1].texts)
+        assert sum("delegate blob" in t for t in pte) == 1
+
+
+def test_anatomy_caps_rows_and_escapes_names(sample):
+    with wb.open(sample("mlp.pt2")) as art:
+        fig = plots.anatomy(art, max_rows=10)
+        ax = fig.axes[0]
+        assert len([p for p in ax.patches if p.get_gid() == "segment"]) == 10
+        assert any(f"{len(art.segments) - 10} more rows" in t.get_text() for t in ax.texts)
+    assert plots._role("padding", "padding", None, 8, 64) == "padding: the next region starts at offset 64"
+    assert "\x1b" not in plots._text("a\x1b[31m")
+
+
+@pytest.mark.parametrize("span,unit", [(450, "ns"), (6_800, "µs"), (999_999, "µs"),
+                                       (12_500_000, "ms"), (3.2e9, "s")])
+def test_time_unit_from_the_span(span, unit):
+    assert plots._time_unit(span)[1] == unit
+
+
+def test_time_axes_are_in_seconds_units_not_raw_ticks(sample):
+    """The timeline and operators plots keep nanoseconds as data but label the axis in the
+    unit that fits the span, and say which."""
+    t = wb.timeline(sample("mlp_portable.pte"), sample("mlp_portable.etdp"))
+    fig = plots.timeline(t)
+    ax = fig.axes[0]
+    fig.canvas.draw()
+    per, unit = plots._time_unit(ax.get_xlim()[1] / 1.02)
+    assert f"({unit};" in ax.get_xlabel() and "raw" not in ax.get_xlabel()
+    ticks = [(x, lb.get_text()) for x, lb in zip(ax.get_xticks(), ax.get_xticklabels())]
+    assert ticks and all(float(txt) == pytest.approx(x / per) for x, txt in ticks if txt)
+    assert max(abs(float(txt)) for _x, txt in ticks if txt) < 1000
+    ops = plots.operators(t).axes[0]
+    assert "(µs;" in ops.get_xlabel() or "(ns;" in ops.get_xlabel() or "(ms;" in ops.get_xlabel()

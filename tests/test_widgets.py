@@ -375,3 +375,24 @@ def test_delegates_tab() -> None:
     pt2 = Explorer(SAMPLES / "mlp.pt2")
     pt2.tabs.selected_index = pt2.TABS.index("Delegates")
     assert "no delegates frame" in pt2.delegates_note.value
+
+
+def test_widgets_say_what_they_are_where_they_cannot_be_drawn(tmp_path: pathlib.Path) -> None:
+    """The text/plain form of each widget (what GitHub, a static page or a closed kernel shows)
+    names the widget and its files, never a folder, within ipywidgets' 110 characters."""
+    from workbench.widgets import CompareView, Explorer, LoadPathProfiler
+
+    deep = tmp_path / ("x" * 40) / "y"
+    deep.mkdir(parents=True)
+    (deep / "mlp_portable.pte").write_bytes((SAMPLES / "mlp_portable.pte").read_bytes())
+    shown = {
+        "Explorer": Explorer(deep / "mlp_portable.pte"),
+        "CompareView": CompareView(deep / "mlp_portable.pte", SAMPLES / "mlp_xnnpack.pte"),
+        "LoadPathProfiler": LoadPathProfiler(deep / "mlp_portable.pte"),
+    }
+    for kind, w in shown.items():
+        text = w._repr_mimebundle_()["text/plain"]
+        assert text == repr(w) and len(text) <= 110, text
+        assert text.startswith(f"{kind} widget (mlp_portable.pte") and "running Jupyter kernel" in text
+        assert str(tmp_path) not in text and "/" not in text
+    assert "mlp_xnnpack.pte" in repr(shown["CompareView"])

@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from .artifact import Artifact
     from .comparison import Comparison
 
-__all__ = ["layout", "tensor_sizes", "treemap", "memory_plan", "compare", "load_paths",
+__all__ = ["layout", "anatomy", "tensor_sizes", "treemap", "memory_plan", "compare", "load_paths",
            "timeline", "operators", "lifetimes",
            "KIND_COLORS", "STORAGE_COLORS", "CLASS_COLORS", "TIME_COLORS"]
 
@@ -393,6 +393,143 @@ def _layout_title(obj: PlotSource, log: bool) -> str:
     else:
         what = f"{_text(os.path.basename(obj.path))} [{obj.format}]"
     return f"byte layout of {what}" + (" (log widths)" if log else "")
+
+
+#: What a region holds, by ``(kind, name)`` (a delegate part by its part name): the words of
+#: the .pte / .ptd / delegate formats, used by :func:`anatomy`.
+_ROLES: dict[tuple[str, str], str] = {
+    ("header", "flatbuffer root"): "u32 offset of the root table, then the file identifier",
+    ("header", "extended header"): "eh00 header: program size, segment base offset, segment data size",
+    ("header", "FlatTensor header"): "FH01 header: flatbuffer offset and size, segment base, data size",
+    ("flatbuffer", "program"): "the Program flatbuffer: methods, values, instructions, tensor metadata",
+    ("flatbuffer", "FlatTensor"): "the FlatTensor flatbuffer: keys, tensor layouts, segment table",
+    ("flatbuffer", "BundledProgram"): "the BundledProgram flatbuffer: test suites around the program",
+    ("header", "header (XH00)"): "XNNPACK blob header: where its graph and its constant data are",
+    ("flatbuffer", "XNNGraph flatbuffer (XN01)"): "XNNPACK's compiled graph: values, nodes, constants",
+}
+
+#: What a region of a kind holds, where :data:`_ROLES` has no entry for its name.
+_KIND_ROLES: dict[str, str] = {
+    "constant": "constant segment: the weights the program stores itself",
+    "mutable_data": "initial values of mutable buffers, copied into the arena at load",
+    "named_data": "named data: bytes a backend or the runtime looks up by key",
+    "delegate": "a delegate blob: the backend's compiled payload, in the parts below",
+    "test_data": "a bundled test input or expected output",
+}
+
+_ANATOMY_ROW_IN = 0.42  # inches per row
+
+
+def _role(kind: str, name: str, used_by: object, size: int, next_offset: int | None) -> str:
+    """One line that says what a region of a file holds (from its segments row only)."""
+    if kind == "padding":
+        return (f"padding: the next region starts at offset {next_offset:,}"
+                if next_offset is not None else "padding to the end of the file")
+    if kind == "constant" and size == 0:
+        return "constant segment: empty (this program keeps no weights in it)"
+    base = name.rsplit(": ", 1)[-1]  # "program: padding" inside a .bpte
+    role = _ROLES.get((kind, base)) or _KIND_ROLES.get(kind) or kind
+    if base == "flatbuffer root" and isinstance(used_by, str) and "+ " in used_by:
+        role += " " + used_by.rsplit("+ ", 1)[1]
+    return role
+
+
+def _anatomy_rows(seg: pd.DataFrame) -> list[tuple[str, str, str, int, int, str, int]]:
+    """``(what, kind, name, offset, size, role, depth)`` per row to draw for one file: every
+    segment (``what == "segment"``), and before the parts of a delegate blob (rows named
+    ``"<used_by>: <part>"``, drawn at depth 1 by their part name) a row for the whole blob."""
+    used = seg["used_by"].tolist() if "used_by" in seg.columns else [None] * len(seg)
+    names = seg["name"].astype(str).tolist()
+    kinds = seg["kind"].astype(str).tolist()
+    offsets = [int(o) for o in seg["offset"]]
+    sizes = [int(s) for s in seg["size"]]
+    part = [isinstance(u, str) and bool(u) and n.startswith(u + ": ") for n, u in zip(names, used)]
+    rows: list[tuple[str, str, str, int, int, str, int]] = []
+    seen: set[str] = set()
+    for i in range(len(seg)):
+        name, depth = names[i], 0
+        if part[i]:
+            owner = str(used[i])
+            name, depth = name[len(owner) + 2:], 1
+            if owner not in seen:
+                seen.add(owner)
+                blob = sum(s for s, u, p in zip(sizes, used, part) if p and u == owner)
+                rows.append(("blob", "delegate", owner, offsets[i], blob,
+                             _KIND_ROLES["delegate"], 0))
+        nxt = offsets[i + 1] if i + 1 < len(offsets) else None
+        rows.append(("segment", kinds[i], name, offsets[i], sizes[i],
+                     _role(kinds[i], name, used[i], sizes[i], nxt), depth))
+    return rows
+
+
+def anatomy(art: Artifact, max_rows: int = 48) -> Figure:
+    """The anatomy of an artifact: every region of each file (a row of ``art.segments``) in
+    file order, labelled with its name, offset, size and what it holds.
+
+    Not to scale — every region gets a row, so an 8-byte header is as legible as megabytes
+    of weights; the bar in each row, as long as log2(1 + size/16), hints at the size. The
+    parts of a delegate blob are indented under a row for the whole blob (outlined). One
+    column per file: a ``.pte`` and its ``.ptd`` side by side. :func:`layout` draws the same
+    rows to scale.
+
+    Args:
+        art: any :class:`~workbench.Artifact` (only its segments frame is read).
+        max_rows: at most this many rows per file; a last line says how many were left out.
+
+    Returns:
+        The Figure: one Axes per file; a ``segment`` patch per region (``label`` = its kind),
+        a ``delegate_blob`` patch per delegate blob (``label`` = the delegate), and for each a
+        ``region_label`` text with its name, offset and size in bytes.
+
+    Example:
+        >>> art = wb.open("sample_models/mlp_xnnpack_external.pte")       # doctest: +SKIP
+        >>> plots.anatomy(art).savefig("anatomy.png")                      # doctest: +SKIP
+    """
+    from matplotlib.patches import Rectangle
+
+    seg_all = art.segments
+    files = [f for f in dict.fromkeys([*art.files, *(str(x) for x in seg_all["file"])])
+             if (seg_all["file"] == f).any()]
+    plans = [(f, _anatomy_rows(seg_all[seg_all["file"] == f]),
+              int(seg_all.loc[seg_all["file"] == f, "size"].sum())) for f in files]
+    shown = max((min(len(rows), max_rows + 1) for _f, rows, _t in plans), default=1)
+    fig = _figure(6.4 * max(len(plans), 1), 0.7 + _ANATOMY_ROW_IN * shown)
+    axes = fig.subplots(1, max(len(plans), 1), squeeze=False)[0]
+    biggest = max((math.log2(1 + r[4] / 16) for _f, rows, _t in plans for r in rows), default=1.0)
+    for ax, (f, rows, total) in zip(axes, plans):
+        ax.set_axis_off()
+        ax.set_xlim(0, 10)
+        ax.set_ylim(shown - 0.5, -0.6)
+        n_seg = sum(r[0] == "segment" for r in rows)
+        ax.set_title(_text(f"{os.path.basename(f)}: {total:,} bytes in {n_seg} regions "
+                           "(in file order, not to scale)"), fontsize=_FONT + 1, loc="left")
+        for y, (what, kind, name, off, size, role, depth) in enumerate(rows[:max_rows]):
+            x0 = 0.3 * depth
+            color = _kind_color(kind)
+            if what == "blob":
+                ax.add_patch(Rectangle((0, y - 0.4), 2.1, 0.8, gid="delegate_blob", label=name,
+                                       facecolor="none", edgecolor=color, linewidth=1.5))
+                last = y + 1
+                while last < min(len(rows), max_rows) and rows[last][6] == 1:
+                    last += 1
+                ax.plot([0.12, 0.12], [y + 0.4, last - 1], color=color, linewidth=1.5,
+                        gid="delegate_blob_parts")
+            else:
+                w = 0.2 + 1.6 * math.log2(1 + size / 16) / max(biggest, 1e-9)
+                padding = kind == "padding"
+                ax.add_patch(Rectangle((x0 + 0.2 * depth, y - 0.3), w, 0.6, gid="segment",
+                                       label=kind, facecolor=color, linewidth=0.6,
+                                       edgecolor=_EDGE if padding else "none",
+                                       hatch=_HATCH if padding else None))
+            tx = 2.3 + 0.3 * depth
+            ax.text(tx, y - 0.12, f"{_text(name, 46 - 3 * depth)}  ·  offset {off:,}  ·  {size:,} B",
+                    fontsize=_FONT, va="center", ha="left", gid="region_label")
+            ax.text(tx, y + 0.2, _text(role, 76), fontsize=_FONT - 1, va="center", ha="left",
+                    color="#555555")
+        if len(rows) > max_rows:
+            ax.text(0, max_rows, f"… and {len(rows) - max_rows} more rows (art.segments has "
+                    "them all)", fontsize=_FONT, va="center", ha="left", color="#555555")
+    return fig
 
 
 def tensor_sizes(art: Artifact, top: int = 20) -> Figure:
@@ -810,6 +947,35 @@ TIME_COLORS: dict[str, str] = {"kernel": "#4e79a7", "delegate": "#f28e2b",
                                "framework": "#bab0ac", "other": "#e0e0e0"}
 
 
+#: Units of a time axis: (nanoseconds per unit, name), largest first.
+_TIME_UNITS: tuple[tuple[float, str], ...] = ((1e9, "s"), (1e6, "ms"), (1e3, "µs"), (1.0, "ns"))
+
+
+def _time_unit(span_ns: float) -> tuple[float, str]:
+    """The unit that shows times up to ``span_ns`` with 1 to 3 digits before the point.
+
+    Example:
+        >>> _time_unit(6_800), _time_unit(12_500_000), _time_unit(450)
+        ((1000.0, 'µs'), (1000000.0, 'ms'), (1.0, 'ns'))
+    """
+    for per, unit in _TIME_UNITS:
+        if span_ns >= per:
+            return per, unit
+    return 1.0, "ns"
+
+
+def _time_axis(axis: Any, span_ns: float) -> str:
+    """Label the ticks of ``axis`` (data in nanoseconds) in the unit :func:`_time_unit` picks
+    for ``span_ns``; returns the unit's name, for the axis label. The data stay in ns."""
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
+
+    per, unit = _time_unit(span_ns)
+    # nice steps in the shown unit are nice in ns too (the units are powers of 1000)
+    axis.set_major_locator(MaxNLocator(nbins=8, steps=[1, 2, 2.5, 5, 10]))
+    axis.set_major_formatter(FuncFormatter(lambda x, _pos: f"{x / per:g}"))
+    return unit
+
+
 def _event_label(row: Any) -> str:
     for col in ("op", "delegate_debug_id", "backend", "name"):
         v = getattr(row, col, None)
@@ -871,8 +1037,9 @@ def timeline(t: pd.DataFrame, run: int | None = None) -> Figure:
     ax.set_xlim(0, span * 1.02)
     ax.set_ylim(len(lanes) - 0.5, -0.5)
     ax.set_yticks(range(len(names)), names, fontsize=_FONT)
-    ax.set_xlabel("time since the first event (raw runtime units, ns by default)",
-                  fontsize=_FONT)
+    unit = _time_axis(ax.xaxis, span)
+    ax.set_xlabel(f"time since the first event ({unit}; the runtime's ticks taken as ns, "
+                  "its default clock)", fontsize=_FONT)
     ax.tick_params(axis="x", labelsize=_FONT)
     block = e["block"].iloc[0]
     it = e["iteration"].iloc[0]
@@ -926,7 +1093,9 @@ def operators(t: pd.DataFrame, top: int = 20) -> Figure:
         b.set_gid("operator")
     ax.set_yticks(range(len(med)), labels, fontsize=_FONT)
     ax.invert_yaxis()
-    ax.set_xlabel("median time per execution (raw runtime units)", fontsize=_FONT)
+    unit = _time_axis(ax.xaxis, float(med.max()))
+    ax.set_xlabel(f"median time per execution ({unit}; the runtime's ticks taken as ns)",
+                  fontsize=_FONT)
     ax.tick_params(axis="x", labelsize=_FONT)
     ax.legend(handles=[Patch(facecolor=TIME_COLORS[k], label=k)
                        for k in dict.fromkeys(k for _l, k in med.index)],

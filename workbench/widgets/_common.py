@@ -22,7 +22,7 @@ import ipywidgets as widgets
 import traitlets
 
 from .. import formats
-from .._fmt import human_bytes
+from .._fmt import escape, human_bytes
 from ..errors import ArtifactError, StaleFileError
 
 if TYPE_CHECKING:
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ArtifactPicker", "FigureView", "PagedTable", "ReloadBar", "StatusLine", "error_html",
-    "find_artifacts", "find_by_format", "guarded", "note_html", "table_html",
+    "find_artifacts", "find_by_format", "guarded", "note_html", "table_html", "widget_repr",
 ]
 
 #: Colours used for messages (readable on Lab's light and dark themes).
@@ -39,6 +39,25 @@ ERROR_COLOR = "#c62828"
 NOTE_COLOR = "#666"
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+#: ipywidgets cuts a widget's text/plain form at this many characters.
+_REPR_MAX = 110
+
+
+def widget_repr(kind: str, *pickers: Any) -> str:
+    """The text a widget shows where it cannot be drawn (a notebook on GitHub, a static HTML
+    page, a closed kernel): what it is, the files it shows (names only, never a folder), and
+    that it needs a running kernel; at most 110 characters, as ipywidgets keeps.
+
+    Example:
+        >>> widget_repr("Explorer")
+        'Explorer widget: interactive, shown by a running Jupyter kernel'
+    """
+    names = [os.path.basename(str(getattr(p, "path", "") or "")) for p in pickers if p is not None]
+    shown = ", ".join(escape(n) for n in names if n)
+    text = f"{kind} widget{f' ({shown})' if shown else ''}: interactive, shown by a running Jupyter kernel"
+    return text if len(text) <= _REPR_MAX else text[:_REPR_MAX - 1] + "…"
 
 
 # -- discovery ------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from ._common import (
     offer_reload,
     plots_module,
     table_html,
+    widget_repr,
 )
 
 if TYPE_CHECKING:
@@ -95,6 +96,11 @@ class CompareView(widgets.VBox):
         self.show.observe(lambda _: self._draw_tensors(), names="value")
         self.log_scale.observe(lambda _: self._draw_layout(), names="value")
         self.refresh()
+
+    def __repr__(self) -> str:
+        """What the widget says where it cannot be drawn: a notebook on GitHub, a static page
+        (file names only, never a folder)."""
+        return widget_repr("CompareView", getattr(self, "picker_a", None), getattr(self, "picker_b", None))
 
     def refresh(self) -> None:
         """Compare the two picked artifacts again and redraw everything."""

@@ -26,6 +26,7 @@ from ._common import (
     offer_reload,
     plots_module,
     table_html,
+    widget_repr,
 )
 
 if TYPE_CHECKING:
@@ -166,6 +167,11 @@ class Explorer(widgets.VBox):
         self.tabs.observe(self._on_tab, names="selected_index")
         self.picker.observe(lambda ch: self.load(ch["new"]), names="path")
         self.load(self.picker.path)
+
+    def __repr__(self) -> str:
+        """What the widget says where it cannot be drawn: a notebook on GitHub, a static page
+        (file names only, never a folder)."""
+        return widget_repr("Explorer", getattr(self, "picker", None))
 
     # -- opening ------------------------------------------------------------------------------
     def load(self, path: str) -> None:

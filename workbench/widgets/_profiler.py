@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import ipywidgets as widgets
 
-from ._common import ArtifactPicker, FigureView, PagedTable, StatusLine, guarded, note_html
+from ._common import ArtifactPicker, FigureView, PagedTable, StatusLine, guarded, note_html, widget_repr
 
 if TYPE_CHECKING:
     from ..profiling import Profile
@@ -87,6 +87,12 @@ class LoadPathProfiler(widgets.VBox):
         self._fill_paths()
 
     @guarded
+
+    def __repr__(self) -> str:
+        """What the widget says where it cannot be drawn: a notebook on GitHub, a static page
+        (file names only, never a folder)."""
+        return widget_repr("LoadPathProfiler", getattr(self, "picker", None))
+
     def _fill_paths(self) -> None:
         """One checkbox per registered path; disabled (with the reason) where it cannot run."""
         from ..loadpaths import PATHS
