@@ -63,6 +63,7 @@ Usage
     .venv/bin/python bench/bench_open.py --only big --repeat 9 --json out.json
     .venv/bin/python bench/bench_open.py --check         # exit 1 if a target is missed
     .venv/bin/python bench/bench_open.py --kind ptd      # .ptd files vs FlatTensorSerializer
+    .venv/bin/python bench/bench_open.py --file ~/.cache/workbench-bench/llm_1b/llm_1b.pte
     .venv/bin/python bench/bench_open.py --only many --repeat 15 \
         --frames instructions,lifetimes,memory_efficiency --baseline /tmp/wb-before
 
@@ -99,6 +100,9 @@ TARGETS: dict[str, tuple[float, float | None]] = {
     # --kind ptd: the external-data files of the same models (issue: >= 50x, no weight bytes)
     "big_external": (50.0, 20.0),
     "many_external": (50.0, None),
+    # --file: any .pte, e.g. the 1B-shaped LLM export (sample_models/make_llm.py --size 1b;
+    # issue: open + every frame >= 100x faster than deserialize_pte_binary, <= 30 MB growth)
+    "file": (100.0, 30.0),
 }
 #: Which generated files each --kind benchmarks.
 KINDS = {"pte": ("big", "many"), "ptd": ("big_external", "many_external")}
@@ -361,15 +365,14 @@ def _bench_file(key: str, spec: Spec, repeat: int, timeout: float) -> dict:
     if spec.external:
         path = path.with_suffix(".ptd")
     ensure_s = time.perf_counter() - t0
+    return _bench_path(key, path, repeat, timeout, spec=spec.describe(),
+                       generation=read_meta(spec), ensure_s=round(ensure_s, 2))
+
+
+def _bench_path(key: str, path: Path, repeat: int, timeout: float, **about) -> dict:
+    """Both sides on the file ``path`` (a generated one, or any ``--file``)."""
     _warm_page_cache(path)
-    result: dict = {
-        "key": key,
-        "path": str(path),
-        "size_bytes": path.stat().st_size,
-        "spec": spec.describe(),
-        "generation": read_meta(spec),
-        "ensure_s": round(ensure_s, 2),
-    }
+    result: dict = {"key": key, "path": str(path), "size_bytes": path.stat().st_size, **about}
     for side in SIDES:
         runs = []
         for i in range(repeat):
@@ -467,6 +470,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="time building only these frames (after an untimed open)")
     parser.add_argument("--baseline", metavar="DIR",
                         help="with --frames: also time workbench imported from DIR (before)")
+    parser.add_argument("--file", metavar="PTE",
+                        help="benchmark this existing .pte instead of the generated files, e.g. "
+                        "~/.cache/workbench-bench/llm_1b/llm_1b.pte (sample_models/make_llm.py "
+                        "--size 1b); targets >= 100x and <= 30 MB RSS growth")
     parser.add_argument("--worker", nargs=2, metavar=("SIDE", "PATH"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
@@ -484,6 +491,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.baseline and not args.frames:
         parser.error("--baseline needs --frames")
     results = []
+    if args.file:
+        path = Path(args.file).expanduser()
+        if not path.is_file():
+            parser.error(f"--file {args.file}: no such file")
+        keys = []
+        print(f"[bench] file: {path}", file=sys.stderr, flush=True)
+        results.append(_bench_path("file", path, args.repeat, args.timeout, spec=path.name))
     for key in keys:
         print(f"[bench] {key}: {specs[key].describe()}", file=sys.stderr, flush=True)
         if args.frames:

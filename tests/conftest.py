@@ -65,6 +65,20 @@ def pte_path(request) -> pathlib.Path:
     return p
 
 
+@pytest.fixture(scope="session", autouse=True)
+def kernel_registry(tmp_path_factory):
+    """The installed runtime's registered operators, asked once per session into a cache of
+    the session's own (``validate()`` checks every program's kernels against them): never the
+    user's ~/.cache, and no test times the first (seconds-long) question."""
+    os.environ["WORKBENCH_CACHE_DIR"] = str(tmp_path_factory.mktemp("workbench-cache"))
+    from workbench import runtime
+
+    try:
+        runtime.registered_operators()
+    except runtime.RuntimeFailure:
+        pass  # the tests that need the runtime say why they fail
+
+
 @pytest.fixture(autouse=True)
 def vectorised_small_methods(request, monkeypatch):
     """Tests read even small methods on the vectorised instruction paths (production reads

@@ -265,3 +265,25 @@ def test_category_lists_as_pandas_factorize(values):
     got = frames._category(values)
     pd.testing.assert_extension_array_equal(got, want)
     assert got.categories.dtype == want.categories.dtype
+
+
+@pytest.mark.parametrize("name", ["mlp_xnnpack.pte", "mlp.pt2", "mlp.bpte", "mlp_external.ptd",
+                                  "mlp_portable.etdp", "mlp_portable.etrecord"])
+def test_every_string_column_answers_isin(name):
+    """pandas 3 gives a bare StringArray the pyarrow dtype while it holds Python strings:
+    ``Series.isin`` then failed with a bare AssertionError. Every string column of every frame
+    of every format answers ``isin`` (and its dtype says python storage)."""
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parent.parent / "sample_models" / name
+    art = wb.open(path)
+    checked = 0
+    for frame in art.frames:
+        df = art.frames[frame]
+        for col in df.columns:
+            if isinstance(df[col].dtype, pd.StringDtype):
+                first = df[col].dropna().head(1).tolist()
+                got = df[col].isin(first + ["\0 not a value"])
+                assert int(got.sum()) == int((df[col] == first[0]).sum()) if first else True
+                checked += 1
+    assert checked >= 3

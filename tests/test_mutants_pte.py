@@ -1074,6 +1074,23 @@ VALUE_TYPE_NAMES = {"Null": "Null", "Int": "Int", "Bool": "Bool", "Double": "Dou
                     "TensorList": "TensorList", "OptionalTensorList": "OptionalTensorList"}
 
 
+def _constant_value(plan):
+    """What a method without instructions returns, from the oracle's values: the output's
+    Python value (a tuple for a list), a tuple of them for several outputs."""
+    out = []
+    for v in plan.outputs:
+        val = plan.values[v].val if 0 <= v < len(plan.values) else None
+        kind = type(val).__name__
+        if kind in ("Int", "Bool", "Double", "String"):
+            out.append(getattr(val, {"Int": "int_val", "Bool": "bool_val", "Double": "double_val",
+                                     "String": "string_val"}[kind]))
+        elif kind in ("IntList", "DoubleList", "BoolList"):
+            out.append(tuple(val.items))
+        else:
+            out.append(None)
+    return out[0] if len(out) == 1 else tuple(out)
+
+
 def check_program_frames(frames, oracle, path):
     """methods, values, operators and delegates frames: every column, from the oracle."""
     prog = oracle.read(path)
@@ -1096,7 +1113,8 @@ def check_program_frames(frames, oracle, path):
             "delegate_calls": kinds.count("DelegateCall"), "operators": len(plan.operators),
             "delegates": len(plan.delegates), "planned_buffers": max(len(sizes) - 1, 0),
             "planned_bytes": sum(sizes[1:]), "constant_bytes": constant,
-            "constant_method": len(ins) == 0}, (path.name, plan.name)
+            "constant_method": len(ins) == 0,
+            "constant_value": _constant_value(plan) if not ins else None}, (path.name, plan.name)
     values = frames["values"]
     want = [(p.name, v, type(ev.val).__name__, expected_summary(oracle, prog, ev),
              v in p.inputs, v in p.outputs) for p in plans for v, ev in enumerate(p.values)]

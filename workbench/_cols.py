@@ -69,11 +69,28 @@ def strings(values: np.ndarray | Sequence[str | None]) -> Any:
         >>> strings(["a", None]).isna().tolist()
         [False, True]
     """
-    import pandas as pd
 
     # a private copy: StringArray keeps the array and turns None into <NA> in place
     arr = np.array(values, dtype=object)
-    return pd.arrays.StringArray(arr)
+    return string_array(arr)
+
+
+def string_array(arr: np.ndarray) -> Any:
+    """``pd.arrays.StringArray(arr)`` (an object array of ``str`` / ``None``, taken over) with a
+    dtype that says what it is: python storage. (pandas 3 gives a bare ``StringArray`` the
+    default ``pyarrow`` dtype; ``Series.isin`` on it then fails with a bare AssertionError.)
+
+    Example:
+        >>> import pandas as pd
+        >>> pd.Series(string_array(np.array(["a", None], dtype=object))).isin(["a"]).tolist()
+        [True, False]
+    """
+    import pandas as pd
+
+    try:
+        return pd.arrays.StringArray(arr, dtype=pd.StringDtype("python"))
+    except TypeError:  # pandas < 3: no dtype argument; python storage is what it builds
+        return pd.arrays.StringArray(arr)
 
 
 def ints(values: np.ndarray, missing: np.ndarray | None = None) -> Any:

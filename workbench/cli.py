@@ -10,6 +10,7 @@ Examples::
     workbench compare old.pte new.pte --frame tensors
     workbench profile model.pte --repeat 5
     workbench plot model.pte --out layout.png --log
+    workbench kernels model.pte -o selected_operators.yaml   # the kernels a build needs
     workbench scan corpus/ --out corpus.parquet --jobs 8
     workbench scan corpus/ --out corpus.parquet --dask tcp://scheduler:8786
 
@@ -193,6 +194,23 @@ def _parser() -> argparse.ArgumentParser:
                     help="table (default, readable) or csv / json / parquet")
     tl.add_argument("--rows", type=int, default=None, metavar="N", help="table: at most N rows")
     tl.add_argument("--out", metavar="FILE", help="write the csv / json / parquet output to FILE")
+
+    kn = _sub(sub, "kernels", "the kernels a program's non-delegated instructions need, the "
+              "library of each, whether this ExecuTorch registers it; writes ExecuTorch's "
+              "selective-build selected_operators.yaml (wb.runtime.kernels)",
+              "examples:\n"
+              "  workbench kernels model.pte\n"
+              "  workbench kernels model.pte -o selected_operators.yaml\n"
+              "  workbench kernels model.pte --format json\n"
+              "exit code 1 when the installed runtime lacks a kernel the program calls\n")
+    kn.add_argument("program", metavar="PROGRAM", help="the .pte (or .bpte)")
+    kn.add_argument("-o", "--yaml", metavar="FILE",
+                    help="write selected_operators.yaml (torchgen's SelectiveBuilder format, "
+                         "with et_kernel_metadata) to FILE")
+    kn.add_argument("--format", choices=_FORMATS, default="table",
+                    help="table (default, readable) or csv / json / parquet")
+    kn.add_argument("--rows", type=int, default=None, metavar="N", help="table: at most N rows")
+    kn.add_argument("--out", metavar="FILE", help="write the csv / json / parquet output to FILE")
     return p
 
 
@@ -336,9 +354,15 @@ def _summary_text(art: Any, top: int = 5) -> str:
     lines.append(f"  layout:   {kinds}")
     if "methods" in list(art.frames):
         m = art.frames["methods"]
+        const = m["constant_method"].astype(bool) if "constant_value" in m.columns else \
+            m["method"].isna()
         lines.append("  methods:  " + ", ".join(
             f"{escape(r.method)} ({r.instructions} instr, {r.operators} ops, {r.delegates} delegates)"
-            for r in m.itertuples()))
+            for r in m[~const].itertuples()))
+        if const.any():  # constant methods (an LLM's get_max_seq_len, ...): their values
+            lines.append("  constant: " + ", ".join(
+                f"{escape(r.method)}={escape(repr(r.constant_value))[:40]}"
+                for r in m[const].itertuples()))
     if "models" in list(art.frames):
         m = art.frames["models"]
         lines.append("  models:   " + ", ".join(f"{escape(r.name)} ({escape(r.kind)})"
@@ -351,6 +375,7 @@ def _summary_text(art: Any, top: int = 5) -> str:
     if len(ext):
         lines.append(f"  note:     {len(ext)} tensors live in external data files (.ptd): "
                      f"{human_bytes(int(ext['nbytes'].sum()))}")
+    lines.extend(_llm_lines(art))
     lines.extend(_findings_lines(art))
     largest = largest_stored(art, top)
     if len(largest):
@@ -361,6 +386,25 @@ def _summary_text(art: Any, top: int = 5) -> str:
             lines.append(f"    {escape(r.name)[:48]:<48} {dtype[:28]:<28} {shape:<14} "
                          f"{human_bytes(r.nbytes):>10}  {escape(r.storage)} @0x{int(r.offset):x}")
     return "\n".join(lines)
+
+
+def _llm_lines(art: Any) -> list[str]:
+    """For an LLM program (attention kernels in ``forward``): its constant bytes by part."""
+    from . import llm
+
+    if art.format not in ("pte", "bpte") or "operators" not in list(art.frames):
+        return []
+    ops = art.frames["operators"]
+    if not ops["op"].astype(object).isin(list(llm.ATTENTION)).any():
+        return []
+    try:
+        parts = llm.parts(art)
+    except ValueError:
+        return []
+    shown = [f"{escape(r.part)} {human_bytes(int(r.bytes))}" for r in parts.itertuples()]
+    if len(shown) > 8:  # many layers: the first and last two
+        shown = [*shown[:3], f"... {len(shown) - 5} more", *shown[-2:]]
+    return ["  llm:      " + " · ".join(shown)]
 
 
 def largest_stored(art: Any, top: int = 5) -> Any:
@@ -699,8 +743,35 @@ def _timeline(args: argparse.Namespace) -> int:
     return 0
 
 
+def _kernels(args: argparse.Namespace) -> int:
+    from . import runtime
+
+    art = _open(args.program, None)
+    try:
+        df = runtime.kernels(art)
+        if args.yaml:
+            text = runtime.selected_operators_yaml(art)
+            with open(args.yaml, "w", encoding="utf-8") as f:
+                f.write(text)
+            _err(f"wrote {args.yaml}: {len(df)} operators")
+    finally:
+        art.close()
+    if args.format == "table":
+        df = df.drop(columns=["module"])
+    _emit(df, args.format, args.rows, args.out)
+    missing = df[df["registered"].astype("boolean").eq(False).fillna(False)]
+    if len(missing):
+        _err(f"{escape(args.program)}: {len(missing)} operator(s) have no kernel in this "
+             "ExecuTorch installation: " + ", ".join(escape(o) for o in missing["op"]))
+        return 1
+    if df["registered"].isna().any():
+        _err("note: executorch is not installed here: whether the kernels are registered is "
+             "unknown")
+    return 0
+
+
 _COMMANDS = {"inspect": _inspect, "compare": _compare, "profile": _profile, "plot": _plot,
-             "scan": _scan, "timeline": _timeline}
+             "scan": _scan, "timeline": _timeline, "kernels": _kernels}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

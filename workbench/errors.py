@@ -17,6 +17,7 @@ Example:
 from __future__ import annotations
 
 import os
+from typing import Any
 
 __all__ = [
     "ArtifactError",
@@ -28,6 +29,7 @@ __all__ = [
     "MissingDataError",
     "UnsafeContentError",
     "StaleFileError",
+    "MissingKernelError",
 ]
 
 
@@ -126,3 +128,59 @@ class StaleFileError(ArtifactError):
         ...     art = art.reload()
         model.pte: changed since it was opened: size 5408 -> 120, mtime ...
     """
+
+
+class MissingKernelError(ArtifactError):
+    """The program calls operators that the installed ExecuTorch runtime does not register
+    (it would fail at ``load_method`` with error 0x14, OperatorMissing).
+
+    Attributes:
+        missing: ``ns::op.overload`` -> the kernel library that provides it (``None``: no
+            library known to the workbench does), for every missing operator.
+
+    Example:
+        >>> e = MissingKernelError.of("x.pte", {"my_ns::scale.out": None})
+        >>> e.missing
+        {'my_ns::scale.out': None}
+        >>> print(e)   # doctest: +NORMALIZE_WHITESPACE
+        x.pte: operator table: the installed ExecuTorch runtime registers no kernel for 1
+        operator the program calls: my_ns::scale.out (no known kernel library provides it)
+    """
+
+    def __init__(self, detail: str, *, missing: dict[str, str | None] | None = None,
+                 **where: Any) -> None:
+        self.missing = dict(missing or {})
+        super().__init__(detail, **where)
+
+    @classmethod
+    def of(cls, file: str | os.PathLike[str], missing: dict[str, str | None],
+           registry: Any = None) -> MissingKernelError:
+        """The error for ``missing`` (op -> library), with what ``registry`` (a
+        ``workbench.runtime.Registry``) says about each library's import."""
+        parts = []
+        for op, lib in missing.items():
+            if lib is None:
+                why = "no known kernel library provides it"
+            else:
+                module = getattr(registry, "modules", {}).get(lib)
+                error = getattr(registry, "errors", {}).get(lib)
+                why = f"provided by the {lib!r} kernel library" + (
+                    f" (import {module})" if module else "")
+                if error:
+                    why += f", whose import failed here: {error}"
+                elif registry is not None:
+                    why += ", which does not register it in this installation"
+            parts.append(f"{op} ({why})")
+        n = len(missing)
+        detail = (f"the installed ExecuTorch runtime registers no kernel for {n} operator"
+                  f"{'s' if n != 1 else ''} the program calls: " + "; ".join(parts))
+        return cls(detail, missing=missing, file=file, structure="operator table")
+
+    def __reduce__(self):  # keep ``missing`` when pickled (process pools)
+        return (_rebuild_missing, (self.detail, self.file, self.structure, self.offset,
+                                   self.missing))
+
+
+def _rebuild_missing(detail, file, structure, offset, missing):  # pragma: no cover - pickle
+    return MissingKernelError(detail, missing=missing, file=file, structure=structure,
+                              offset=offset)

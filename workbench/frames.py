@@ -192,6 +192,9 @@ SCHEMAS: dict[str, list[Column]] = {
         _c("planned_bytes", "int64", "sum of the planned arena sizes"),
         _c("constant_bytes", "int64", "bytes of constant tensors (segment, inline, external)"),
         _c("constant_method", "bool", "no instructions: a constant method (returns stored values)"),
+        _c("constant_value", "object", "what a constant method (no instructions) returns: its "
+           "output value (int, float, bool, str, tuple for a list; a tuple of them for several "
+           "outputs), e.g. get_max_seq_len -> 128; missing for other methods"),
     ],
     "values": [
         _c("method", "category", "execution plan name"),
@@ -208,6 +211,9 @@ SCHEMAS: dict[str, list[Column]] = {
         _c("overload", "string", "overload name, e.g. out"),
         _c("op", "string", "name.overload"),
         _c("uses", "int64", "KernelCall instructions that call it"),
+        _c("kernel_keys", "object", "tuple: the distinct kernel keys of its calls as ExecuTorch's "
+           "selective build writes them ('v1/<dtype>;<dim order>|...' over the tensor arguments; "
+           "'default' where a call's key cannot be derived)"),
     ],
     "delegates": [
         _c("method", "category", "execution plan name"),
@@ -717,6 +723,21 @@ SCHEMAS["memory_efficiency"] = [
     _c("peak_exact", "bool", "False: too big to merge ranges, the peak is a sum of bytes"),
     _c("efficiency", "float64", "peak_live_bytes / arena_bytes (1.0: no byte wasted)", True),
 ]
+# -- the kernels a program needs (workbench/runtime: a view over `operators` and the installed
+# runtime's registered operators)
+SCHEMAS["kernels"] = [
+    _c("op", "string", "operator 'ns::name.overload' of kernel (non-delegated) calls", True),
+    _c("library", "string", "kernel library that provides it: portable | quantized | "
+       "llm_custom_ops (workbench.operators; missing: no known library)", True),
+    _c("module", "string", "the Python module whose import registers that library's kernels"),
+    _c("registered", "boolean", "the installed ExecuTorch runtime registers it (with the "
+       "library imported); missing: ExecuTorch is not installed", True),
+    _c("uses", "int64", "kernel calls of it, over every method", True),
+    _c("methods", "string", "the methods calling it, ', '-separated"),
+    _c("kernel_keys", "object", "tuple of its calls' kernel keys (see operators.kernel_keys)"),
+    _c("schema", "string", "'schema': its reads/writes come from its operator schema (else "
+       "missing: guessed, see instructions.alias_source)"),
+]
 SCHEMAS["timeline"] = [
     _c("run", "int64", "index of the RunData block in the ETDump", True),
     _c("block", "category", "RunData.name (Default: load, Execute: one execution)"),
@@ -856,12 +877,14 @@ def _string(values: list) -> object:
     import numpy as np
     import pandas as pd
 
+    from ._cols import string_array
+
     if None in values and values.count(None) == len(values):
-        return pd.arrays.StringArray(np.full(len(values), pd.NA, dtype=object))
+        return string_array(np.full(len(values), pd.NA, dtype=object))
     arr = np.array(values, dtype=object) if values else np.empty(0, dtype=object)
     if None in values:
         arr[np.equal(arr, None)] = pd.NA
-    return pd.arrays.StringArray(arr)
+    return string_array(arr)
 
 
 def _category(values: list) -> object:

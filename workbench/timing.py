@@ -20,8 +20,6 @@ Example:
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import tempfile
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -296,39 +294,19 @@ def _stats(t: pd.DataFrame) -> pd.DataFrame:
 
 # -- running a program with ETDump on -----------------------------------------------------------
 
-_CHILD = r"""
-import sys, json
-import torch
-from executorch.extension.pybindings.portable_lib import _load_for_executorch
-from workbench.dtypes import SCALAR_TYPES
-a = json.loads(sys.argv[1])
-m = _load_for_executorch(a["program"], data_path=a["data"], enable_etdump=True,
-                         debug_buffer_size=a["debug_buffer_size"])
-meta = m.method_meta(a["method"])
-torch.manual_seed(0)
-inputs = []
-for i in range(meta.num_inputs()):
-    t = meta.input_tensor_meta(i)
-    dt = getattr(torch, SCALAR_TYPES[int(t.dtype())].name)
-    shape = tuple(t.sizes())
-    inputs.append(torch.randn(shape).to(dt) if dt.is_floating_point else torch.zeros(shape, dtype=dt))
-for _ in range(a["iterations"]):
-    m.run_method(a["method"], tuple(inputs))
-m.write_etdump_result_to_file(a["etdump"], a["debug"])
-"""
-
-
 def run(program: str | os.PathLike[str], iterations: int = 10, etdump: bool | str = True, *,
         method: str = "forward", etrecord: str | os.PathLike[str] | Artifact | None = None,
-        data: str | os.PathLike[str] | None = None, debug_buffer_size: int = 0,
-        timeout: float = 600.0, by: str = "event") -> pd.DataFrame:
+        data: str | os.PathLike[str] | None = None, inputs: Sequence[Any] | None = None,
+        debug_buffer_size: int = 0, timeout: float = 600.0, by: str = "event") -> pd.DataFrame:
     """Run ``method`` of ``program`` ``iterations`` times on the ExecuTorch runtime with
     ETDump on, and return its :func:`timeline`.
 
-    Inputs are built from the method's ``method_meta`` (seeded normal floats, zero
-    integers). The runtime runs in a child process: a crash there (e.g. an XNNPACK program
-    whose weights are in a ``.ptd`` not given) raises :class:`RuntimeError` here instead of
-    ending the interpreter.
+    The runtime runs in a child process (:func:`workbench.runtime.run_child`): a crash there
+    (e.g. an XNNPACK program whose weights are in a ``.ptd`` not given) raises an error here
+    instead of ending the interpreter. Before anything runs, the kernels the program calls
+    are checked against the installed runtime, and the kernel libraries it needs (quantized
+    ops, LLM custom ops) are imported in the child; ``frame.attrs["kernel_libraries"]`` lists
+    them.
 
     Args:
         program: the ``.pte`` path.
@@ -338,43 +316,63 @@ def run(program: str | os.PathLike[str], iterations: int = 10, etdump: bool | st
         method: the method to run.
         etrecord: optional ETRecord for :func:`timeline`.
         data: the ``.ptd`` holding external weights (default: the one ``wb.open`` attaches).
+        inputs: the method's inputs (torch tensors or numpy arrays, in order); default:
+            built from the method's ``method_meta``: seeded normal floats and zero integers,
+            or for an LLM program (one with ``get_max_seq_len`` / ``get_vocab_size``)
+            integers ``0..n-1``: token ids inside the vocabulary and positions within the
+            cache (:func:`workbench.runtime.int_limit`).
         debug_buffer_size: bytes for logged intermediate values (0: none logged).
         timeout: seconds before the child is stopped.
         by: as for :func:`timeline`.
+
+    Raises:
+        MissingKernelError: the program calls operators the installed runtime does not
+            register (named, with the library that would provide each).
+        RuntimeFailure: (a ``RuntimeError``) the runtime failed or crashed; the message names
+            the phase (``load_program``, ``load_method``, ``execute``).
 
     Example:
         >>> import workbench as wb
         >>> t = wb.run("sample_models/mlp_portable.pte", iterations=2)   # doctest: +SKIP
         >>> t.groupby("op")["duration"].median()                          # doctest: +SKIP
+        >>> t.attrs["kernel_libraries"]                                   # doctest: +SKIP
+        []
     """
-    import json
+    from . import _open, runtime
 
     if etdump is False:
         raise ValueError("wb.run records an ETDump: etdump must be True or a path")
     if iterations < 1:
         raise ValueError("iterations must be at least 1")
-    if data is None:  # the .ptd the workbench attaches to the program, if any
-        from . import _open
-
-        with _open.open(program) as art:
+    with _open.open(program) as art:
+        if art.format != "pte":
+            raise TypeError(f"wb.run runs a .pte program, not a {art.format} file")
+        if data is None:  # the .ptd the workbench attaches to the program, if any
             data = next((f for f in art.files if f.endswith(".ptd")), None)
+        libraries = runtime.check_kernels(art)  # MissingKernelError before anything runs
+        limit = runtime.int_limit(art) if inputs is None else None
     with tempfile.TemporaryDirectory(prefix="wb-run-") as tmp:
         path = os.fspath(etdump) if isinstance(etdump, (str, os.PathLike)) else \
             os.path.join(tmp, "trace.etdp")
-        args = {"program": os.fspath(program), "data": os.fspath(data) if data else None,
-                "method": method, "iterations": int(iterations), "etdump": path,
-                "debug": os.path.join(tmp, "debug.bin"),
-                "debug_buffer_size": int(debug_buffer_size)}
-        proc = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(args)],
-                              capture_output=True, text=True, timeout=timeout)
-        if proc.returncode != 0:
-            tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
-            raise RuntimeError(f"{os.fspath(program)}: the ExecuTorch runtime failed "
-                               f"(exit {proc.returncode}): " + " | ".join(tail))
-        from . import _open
+        given = None
+        if inputs is not None:
+            import torch
 
+            given = os.path.join(tmp, "inputs.pt")
+            torch.save([x if isinstance(x, torch.Tensor) else torch.as_tensor(x)
+                        for x in inputs], given)
+        result = runtime.run_child({
+            "task": "run", "load": libraries, "program": os.fspath(program),
+            "data": os.fspath(data) if data else None, "method": method,
+            "iterations": int(iterations), "etdump": path,
+            "debug": os.path.join(tmp, "debug.bin"), "debug_buffer_size": int(debug_buffer_size),
+            "inputs": given, "int_limit": limit}, timeout=timeout, what=os.fspath(program))
         trace = _open.open(path)
         try:
-            return timeline(program, trace, etrecord, by=by)
+            frame = timeline(program, trace, etrecord, by=by)
         finally:
             trace.close()
+    frame.attrs["kernel_libraries"] = result["loaded_libraries"]
+    frame.attrs["inputs"] = result["inputs"]
+    frame.attrs["outputs"] = result["outputs"]
+    return frame

@@ -98,6 +98,8 @@ def validate(art: Artifact, extra: Mapping[str, Any] | None = None) -> pd.DataFr
         found.extend(_arg_indices(frames["methods"], frames["instructions"]))
     if "delegate_tensors" in frames:
         found.extend(_scale_findings(art, frames["delegate_tensors"]))
+    if art.format in ("pte", "bpte") and "operators" in frames:
+        found.extend(_kernel_findings(art))
     found.extend(_data_choice(art, extra))
     return _frames.build("findings", {
         "severity": [x["severity"] for x in found],
@@ -173,6 +175,29 @@ def _data_choice(art: Artifact, extra: Mapping[str, Any]) -> list[dict[str, Any]
                           f"also fits ({len(hits)} of the {wanted} keys the program needs) "
                           f"but is not attached: {firsts} was tried first "
                           f"({order}); pass data=[...] to choose"))
+    return out
+
+
+def _kernel_findings(art: Artifact) -> list[dict[str, Any]]:
+    """A ``warning`` per operator that the program's kernel calls use and the installed
+    ExecuTorch runtime does not register (even with every kernel library imported); an
+    ``info`` saying the check could not be made when ExecuTorch is not installed."""
+    from .runtime._registry import RuntimeFailure, missing_of
+
+    try:
+        missing = missing_of(art)
+    except RuntimeFailure as e:
+        return [_f("info", "operator table", None, f"could not check the kernels: {e}")]
+    if missing is None:
+        return [_f("info", "operator table", None, "could not check whether the runtime has "
+                   "the kernels this program calls: executorch is not installed")]
+    out = []
+    for op, lib in missing.items():
+        where = (f"the {lib!r} kernel library provides it, but not in this installation"
+                 if lib else "no known kernel library provides it")
+        out.append(_f("warning", f"operator {op!r}", None,
+                      f"the installed ExecuTorch runtime registers no kernel for it ({where}): "
+                      "load_method would fail with OperatorMissing (0x14)"))
     return out
 
 

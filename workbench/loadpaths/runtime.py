@@ -29,6 +29,7 @@ import importlib.util
 import warnings
 from typing import Any
 
+from ..errors import ArtifactError
 from ._base import Plan, RunContext, Skip, checksum, register
 from .cpu import _VIEWS_PRELOAD, needs_tensors, needs_torch, views_setup, workbench_views
 
@@ -107,8 +108,23 @@ def _et_setup(ctx: RunContext) -> None:
         from executorch.runtime import Runtime
     except ImportError as e:
         raise Skip(f"executorch.runtime cannot be imported: {e}") from e
+    import importlib
+
     import torch
 
+    from .. import runtime
+
+    # the kernel libraries the program needs (quantized ops, LLM custom ops): imported before
+    # anything is timed; a kernel the installed runtime lacks is named, not an error 0x14
+    try:
+        libraries = runtime.check_kernels(ctx.plan.path)
+    except ArtifactError as e:
+        raise Skip(str(e)) from e
+    for module in libraries.values():
+        importlib.import_module(module)
+    ctx.state["int_limit"] = runtime.int_limit(ctx.plan.path)
+    if libraries:
+        ctx.note("kernel libraries: " + ", ".join(libraries))
     torch.randn(1, generator=torch.Generator().manual_seed(0))  # first-call costs, untimed
     ctx.state["rt"] = Runtime.get()
 
@@ -121,9 +137,11 @@ def _load_methods(ctx: RunContext, prog: Any) -> None:
     ctx.note(f"{len(names)} method(s) loaded")
 
 
-def method_inputs(meta: Any, seed: int = 0) -> list[Any]:
+def method_inputs(meta: Any, seed: int = 0, int_limit: int | None = None) -> list[Any]:
     """Inputs for a method from its ``MethodMeta``: seeded normal floats, zero integers and
-    booleans, with the sizes and dtypes the method declares (``wb.run`` builds the same).
+    booleans (with ``int_limit``, an LLM program's: integers ``0..n-1`` wrapped there), with
+    the sizes and dtypes the method declares (``wb.run`` builds the same:
+    :func:`workbench.runtime._inputs.default_inputs`).
 
     Example:
         >>> from executorch.runtime import Runtime                              # doctest: +SKIP
@@ -132,19 +150,9 @@ def method_inputs(meta: Any, seed: int = 0) -> list[Any]:
         >>> [tuple(t.shape) for t in method_inputs(m.metadata)]                 # doctest: +SKIP
         [(1, 16)]
     """
-    import torch
+    from ..runtime._inputs import default_inputs
 
-    from ..dtypes import SCALAR_TYPES
-
-    gen = torch.Generator().manual_seed(seed)
-    out = []
-    for i in range(meta.num_inputs()):
-        t = meta.input_tensor_meta(i)
-        dt = getattr(torch, SCALAR_TYPES[int(t.dtype())].name)
-        shape = tuple(int(d) for d in t.sizes())
-        out.append(torch.randn(shape, generator=gen).to(dt) if dt.is_floating_point
-                   else torch.zeros(shape, dtype=dt))
-    return out
+    return default_inputs(meta, int_limit, seed)
 
 
 def consume_forward(ctx: RunContext) -> None:
@@ -162,7 +170,7 @@ def consume_forward(ctx: RunContext) -> None:
         raise RuntimeError("the program has no method to execute")
     name = "forward" if "forward" in methods else sorted(methods)[0]
     method = methods[name]
-    inputs = method_inputs(method.metadata)
+    inputs = method_inputs(method.metadata, int_limit=ctx.state.get("int_limit"))
     outputs = ctx.keep(method.execute(inputs))
     total = 0
     for o in outputs if isinstance(outputs, (list, tuple)) else [outputs]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ..._cols import align, factorized, filled, ints, objects, strings
+from ..._cols import align, factorized, filled, ints, objects, string_array, strings
 from ...errors import CorruptError
 from .._zip import ZipEntry
 from .graph_json import graph_stats
@@ -94,7 +94,7 @@ def tensors_columns(arc: Archive) -> dict[str, Any]:
     cols["align"] = align(values)
     files = filled(len(values), arc.path)
     files[missing] = pd.NA
-    cols["file"] = pd.arrays.StringArray(files)
+    cols["file"] = string_array(files)
     members = cols["member"]
     if None in members:
         cols["member"] = [None if m is None else arc.zip.names[m] for m in members]

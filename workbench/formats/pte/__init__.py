@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Sequence
 
+from ...errors import ArtifactError
 from ...source import Source
 from .._layout import segments_frame
 from ..parsed import Parsed
@@ -92,7 +93,7 @@ def read_program(src: Source, start: int, end: int, outer: str = FORMAT,
         "tensors": cols.tensors,
         "methods": cols.methods,
         "values": cols.values,
-        "operators": cols.operators,
+        "operators": lambda: cols.operators(_kernel_keys(icols, r.findings)),
         "delegates": cols.delegates,
         "named_data": cols.named_data,
         "delegate_tensors": blobs.tensor_columns,
@@ -113,6 +114,18 @@ def read_program(src: Source, start: int, end: int, outer: str = FORMAT,
     p.extra["span"] = (r.start, r.end)  # the bytes of the file this program covers
     p.findings = r.findings  # shared: frame builders add findings lazily
     return p
+
+
+def _kernel_keys(icols: InstructionColumns, findings: list) -> list:
+    """The operators' kernel keys; none (with a finding) when the instructions cannot be read:
+    the operator table itself stays readable."""
+    try:
+        return icols.kernel_keys()
+    except ArtifactError as e:
+        findings.append({"severity": "warning", "structure": e.structure or "instructions",
+                         "offset": e.offset, "message": "kernel keys not derived (the "
+                         f"instructions cannot be read): {e.detail}"})
+        return []
 
 
 def sibling_data_files(path: str) -> list[str]:

@@ -7,6 +7,7 @@ One method per frame of :class:`Columns`: ``segments`` (via :meth:`Columns.segme
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -14,6 +15,7 @@ import numpy as np
 from ..._cols import align, booleans, categorical, factorized, filled, ints, isin_few, objects, strings
 from ..._fmt import align_of
 from ..._vecfb import SlowPath, groups
+from ...errors import ArtifactError
 from ...flatbuf import Table
 from .._layout import concat_sorted, cover_rows, named_data_role, named_data_roles
 from ..ptd.columns import segments_raw as ptd_segments_raw
@@ -285,7 +287,8 @@ class Columns:
         cols: dict[str, list] = {c: [] for c in (
             "method", "index", "values", "tensors", "inputs", "outputs", "chains",
             "instructions", "kernel_calls", "delegate_calls", "operators", "delegates",
-            "planned_buffers", "planned_bytes", "constant_bytes", "constant_method")}
+            "planned_buffers", "planned_bytes", "constant_bytes", "constant_method",
+            "constant_value")}
         for plan in self.r.methods:
             ins = plan.instructions
             t = plan.tensors
@@ -300,9 +303,34 @@ class Columns:
                 ("planned_buffers", max(len(sizes) - 1, 0)), ("planned_bytes", sum(sizes[1:])),
                 ("constant_bytes", int(t.nbytes[isin_few(t.storage, CONSTANT_STORAGES)].sum())),
                 ("constant_method", ins.instructions == 0),
+                ("constant_value", self._constant_value(plan) if ins.instructions == 0
+                 else None),
             ):
                 cols[col].append(v)
         return cols
+
+    def _constant_value(self, plan: Method) -> Any:
+        """What a method without instructions returns (``get_max_seq_len`` -> 128): its output
+        value, a tuple of them for several; ``None`` for a tensor or an unreadable value (a
+        finding says which)."""
+        fb = self.r.fb
+        out = []
+        for v in plan.outputs:
+            if not 0 <= v < len(plan.vtypes) or not plan.vpos[v]:
+                out.append(None)
+                continue
+            p = int(plan.vpos[v])
+            try:
+                out.append(_python_value(int(plan.vtypes[v]),
+                                         fb.table_at(p, f"{plan.name}.values[{v}]", p)))
+            except ArtifactError as e:
+                self.r.findings.append({"severity": "warning",
+                                        "structure": e.structure or f"{plan.name}.values[{v}]",
+                                        "offset": e.offset,
+                                        "message": f"the constant method's output cannot be "
+                                                   f"read: {e.detail}"})
+                out.append(None)
+        return out[0] if len(out) == 1 else tuple(out)
 
     def values(self) -> dict[str, Any]:
         """The values frame: every EValue of every method, with a short summary."""
@@ -391,10 +419,14 @@ class Columns:
                 texts = list_texts(objects(list(map(show, flat.tolist()))), shown, counts)
             summary[where] = texts
 
-    def operators(self) -> dict[str, list]:
-        """The operators frame: every Operator of every method, with its kernel-call count."""
-        cols: dict[str, list] = {c: [] for c in ("method", "index", "name", "overload", "op", "uses")}
-        for plan in self.r.methods:
+    def operators(self, kernel_keys: Sequence[dict[int, tuple[str, ...]]] = ()
+                  ) -> dict[str, list]:
+        """The operators frame: every Operator of every method, with its kernel-call count and
+        (``kernel_keys``: per method, operator index -> keys) the kernel keys of its calls."""
+        cols: dict[str, list] = {c: [] for c in ("method", "index", "name", "overload", "op",
+                                                 "uses", "kernel_keys")}
+        for mi, plan in enumerate(self.r.methods):
+            keys = kernel_keys[mi] if mi < len(kernel_keys) else {}
             for k, (name, overload) in enumerate(plan.operators):
                 cols["method"].append(plan.name)
                 cols["index"].append(k)
@@ -402,6 +434,7 @@ class Columns:
                 cols["overload"].append(overload)
                 cols["op"].append(f"{name}.{overload}" if overload else name)
                 cols["uses"].append(plan.instructions.kernel_uses.get(k, 0))
+                cols["kernel_keys"].append(keys.get(k, ()))
         return cols
 
     def delegates(self) -> dict[str, list]:
@@ -541,6 +574,23 @@ def _unique_names(methods: list[Method]) -> list[str]:
             name += "'"
         out.append(name)
     return out
+
+
+def _python_value(t: int, tab: Table) -> Any:
+    """One non-tensor EValue as a Python value (scalar verifying path); ``None`` for a tensor
+    or an unknown type."""
+    if t == _K.Int:
+        return tab.i64(Int.int_val)
+    if t == _K.Bool:
+        return tab.bool(Bool.bool_val)
+    if t == _K.Double:
+        return tab.f64(Double.double_val)
+    if t == _K.String:
+        return tab.string(String.string_val, "string_val")
+    if t in LIST_TYPES and t not in (_K.TensorList, _K.OptionalTensorList):
+        items = tab.scalars(List.items, LIST_TYPES[t][1], "items")
+        return tuple(bool(x) for x in items) if t == _K.BoolList else tuple(items)
+    return None
 
 
 def _value_summary(t: int, tab: Table) -> str:

@@ -74,7 +74,8 @@ _I = InstructionArguments
 INSTRUCTION_KINDS = ("none", "kernel", "delegate", "move", "jump_false", "free")
 # Plain ints (not enum members): these are tested once per argument in the hot loops.
 _LISTS = frozenset((int(KernelTypes.TensorList), int(KernelTypes.OptionalTensorList)))
-_TENSORISH = frozenset((int(KernelTypes.Tensor), *_LISTS))
+_TENSOR = int(KernelTypes.Tensor)
+_TENSORISH = frozenset((_TENSOR, *_LISTS))
 _KERNEL, _DELEGATE = int(_I.KernelCall), int(_I.DelegateCall)
 _MOVE, _JUMP_FALSE = int(_I.MoveCall), int(_I.JumpFalseCall)
 #: The instructions frame's ``alias_source``: which rule split an instruction's arguments
@@ -409,6 +410,45 @@ class InstructionColumns:
                             if 0 <= x < nv:
                                 seen[x] = True
         return reads, writes, alias
+
+    def kernel_keys(self) -> list[dict[int, tuple[str, ...]]]:
+        """Per method: operator index -> the distinct kernel keys of its calls, in first-use
+        order, as ExecuTorch's selective build writes them (``et_kernel_metadata``):
+        ``"v1/" + "|".join("<dtype>;<dim order>")`` over the call's tensor arguments (return
+        values included; a tensor list by its first member). ``"default"`` stands for a call
+        whose key cannot be derived (an argument that names no tensor, an empty list)."""
+        out = []
+        for m, rec in zip(self.r.methods, self.records):
+            nv = len(m.vtypes)
+            vt = m.vtypes.tolist()
+            t = m.tensors
+            meta: dict[int, str] = {}
+            for v, st, order in zip(t.value.tolist(), t.scalar_type.tolist(), t.dim_order):
+                if 0 <= v < nv and st >= 0:
+                    meta[v] = f"{st};{','.join(map(str, order))}"
+            keys: dict[int, dict[str, None]] = {}
+            for kind, index, args in zip(rec.kind.tolist(), rec.index.tolist(), rec.args):
+                if kind != _KERNEL:
+                    continue
+                parts: list[str] | None = []
+                for v in args:
+                    if not 0 <= v < nv:
+                        parts = None
+                        break
+                    if vt[v] in _LISTS:
+                        members = self._list_items(m, v)
+                        v = members[0] if members else -1
+                    elif vt[v] != _TENSOR:
+                        continue
+                    part = meta.get(v)
+                    if part is None:
+                        parts = None
+                        break
+                    parts.append(part)
+                key = "default" if parts is None else "v1/" + "|".join(parts)
+                keys.setdefault(index, {})[key] = None
+            out.append({k: tuple(v) for k, v in keys.items()})
+        return out
 
     # -- frames -------------------------------------------------------------------------------
     def instructions(self) -> dict[str, Any]:
