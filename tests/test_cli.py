@@ -141,7 +141,8 @@ def test_parquet_round_trip(capsysbinary, tmp_path, name):
         assert list(back.columns) == list(df.columns)
         for c in df.columns:
             if df[c].dtype != object:
-                assert back[c].dtype == df[c].dtype, (path.name, c)
+                # (string columns: parquet reads them back with pandas' default storage)
+                assert str(back[c].dtype) == str(df[c].dtype), (path.name, c)
         assert_same_records(records(back), records(df))
         # --out FILE: the same bytes on disk, nothing on stdout
         dest = tmp_path / f"{path.name}.{name}.parquet"

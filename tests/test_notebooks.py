@@ -139,7 +139,8 @@ def test_there_are_notebooks() -> None:
 #: alignments), the sizes of what a notebook itself builds, and notebook numbers. Anything else
 #: a Markdown cell states (a size, a time, a ratio, a count) must come from the notebook: a code
 #: cell that computes it and asserts it, or shows it with ``Markdown(f"...")``.
-DEFINITIONAL = {"01", "02", "03", "04", "05", "06", "07", "8", "16", "32", "64", "128", "1024", "4096"}
+DEFINITIONAL = {"01", "02", "03", "04", "05", "06", "07", "08", "09", "10", "8", "16", "32", "64",
+                "128", "1024", "4096"}
 
 _CODE = re.compile(r"```.*?```|`[^`]*`", re.S)
 _LINK = re.compile(r"\]\([^)]*\)")

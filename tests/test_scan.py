@@ -247,7 +247,8 @@ def test_write_layouts(tmp_path, in_process):
         assert list(back.columns) == list(df.columns) and len(back) == len(df)
         for c in df.columns:
             if df[c].dtype != object:
-                assert back[c].dtype == df[c].dtype, (name, c)
+                # (string columns: parquet reads them back with pandas' default storage)
+                assert str(back[c].dtype) == str(df[c].dtype), (name, c)
     written = write(in_process, str(tmp_path / "out") + os.sep)
     assert sorted(os.listdir(tmp_path / "out")) == sorted(
         f"{n}.parquet" for n in in_process)
