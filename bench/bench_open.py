@@ -88,7 +88,7 @@ from _measure import maxrss_kb, reset_hwm, status_kb
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 #: A tiny real program both sides open once (untimed) before the timed call.
-WARMUP = str(REPO_ROOT / "sample_models" / "mlp_portable.pte")
+WARMUP = str(REPO_ROOT / "sample_models" / "mlp_xnnpack.pte")
 WARMUP_PTD = str(REPO_ROOT / "sample_models" / "mlp_external.ptd")
 RESULT_MARKER = "@@BENCH_RESULT "
 SIDES = ("ours", "reference")

@@ -505,3 +505,24 @@ def test_node_and_module_lists_name_each_once():
     (hs, nodes, ops, mods), = _handles(Rec()).values()
     assert hs == (1, 2, 3) and nodes == "a; b; c" and ops == "add; mul; relu"
     assert mods == "blk.0; blk.1"
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_peak_grid_equals_the_loop_over_positions(seed, monkeypatch):
+    """_peak's (position x byte piece) grid gives exactly what the loop over positions gives:
+    the same peak, the same (first) position, aliases counted once, rows live nowhere
+    (hi < lo) and empty tensors ignored."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    for _ in range(400):
+        n = int(rng.integers(1, 40))
+        lo = rng.integers(0, 25, n)
+        hi = lo + rng.integers(-3, 20, n)
+        off = rng.integers(0, 60, n) * rng.choice([1, 16])
+        nb = rng.integers(0, 48, n)
+        fast = pte_instructions._peak(lo, hi, off, nb)
+        monkeypatch.setattr(pte_instructions, "MAX_PEAK_GRID", 0)
+        loop = pte_instructions._peak(lo, hi, off, nb)
+        monkeypatch.undo()
+        assert fast == loop

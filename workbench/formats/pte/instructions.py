@@ -1001,6 +1001,9 @@ def _peak(lo: np.ndarray, hi: np.ndarray, off: np.ndarray, nb: np.ndarray
         np.add.at(delta, hi + 1, -nb)
         run = np.cumsum(delta)
         return int(run.max()), int(run.argmax()), False
+    grid = _peak_grid(starts, lo, hi, off, nb)
+    if grid is not None:
+        return grid
     order = np.argsort(off, kind="stable")
     lo, hi, off, end = lo[order], hi[order], off[order], (off + nb)[order]
     best, best_at = -1, None
@@ -1015,6 +1018,45 @@ def _peak(lo: np.ndarray, hi: np.ndarray, off: np.ndarray, nb: np.ndarray
         if total > best:
             best, best_at = total, p
     return max(best, 0), best_at, True
+
+
+#: Most (positions x byte pieces) cells :func:`_peak_grid` fills; beyond, the loop does it.
+MAX_PEAK_GRID = 4_000_000
+
+
+def _peak_grid(starts: np.ndarray, lo: np.ndarray, hi: np.ndarray, off: np.ndarray,
+               nb: np.ndarray) -> tuple[int, int | None, bool] | None:
+    """:func:`_peak`'s exact answer without a loop over positions: the arena is cut at every
+    tensor's first and last byte into pieces, a (position x piece) grid counts the live tensors
+    covering each piece (one 2-D difference array: four corners per tensor, then two running
+    sums), and a position's live bytes are the lengths of its covered pieces. ``None`` when the
+    grid would be too big."""
+    end = off + nb
+    bounds = np.unique(np.concatenate([off, end]))
+    if len(starts) * len(bounds) > MAX_PEAK_GRID:
+        return None
+    a = np.searchsorted(bounds, off)
+    b = np.searchsorted(bounds, end)
+    t0 = np.searchsorted(starts, lo)  # lo is one of the starts
+    t1 = np.searchsorted(starts, hi, "right")  # live through the last start <= hi
+    ok = t1 > t0  # (a row with hi < lo is live nowhere)
+    n_t, n_s = len(starts), len(bounds)
+    grid = np.zeros((n_t + 1, n_s), np.int32)
+    live = np.zeros(n_t + 1, np.int64)
+    a, b, t0, t1 = a[ok], b[ok], t0[ok], t1[ok]
+    np.add.at(grid, (t0, a), 1)
+    np.add.at(grid, (t0, b), -1)
+    np.add.at(grid, (t1, a), -1)
+    np.add.at(grid, (t1, b), 1)
+    np.add.at(live, t0, 1)
+    np.add.at(live, t1, -1)
+    covered = np.cumsum(np.cumsum(grid, axis=0), axis=1)[:n_t, :n_s - 1] > 0
+    totals = covered.astype(np.int64) @ np.diff(bounds)
+    totals[np.cumsum(live)[:n_t] == 0] = -1  # no tensor live there: not a candidate
+    k = int(totals.argmax())
+    if totals[k] < 0:
+        return 0, None, True
+    return int(totals[k]), int(starts[k]), True
 
 
 _INSTRUCTION_COLUMNS = ("method", "chain", "instruction", "position", "kind", "op_index", "op",
