@@ -24,17 +24,18 @@ if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.figure import Figure
 
-__all__ = ["TensorsTab", "TensorTab", "tensor_sample", "SORTS", "NO_BYTES", "MAX_SAMPLE",
+__all__ = ["TensorsTab", "TensorTab", "tensor_sample", "SORTS", "WHY_NO_BYTES", "MAX_SAMPLE",
            "COPY_FOR_STATS"]
 
 #: Options of the Tensors tab's sort dropdown: label -> (column, ascending).
 SORTS: dict[str, tuple[str | None, bool]] = {
     "size ↓": ("nbytes", False), "size ↑": ("nbytes", True), "offset": ("offset", True),
     "name": ("name", True), "as stored": (None, True)}
-#: Why a tensor has no stored bytes, by storage.
-NO_BYTES = {"planned": "memory-planned, placed in an arena at runtime",
-            "unallocated": "provided at runtime (an input or output)",
-            "external": "its bytes are in a data file that is not attached"}
+#: Why a tensor has no stored bytes, by storage (shown in the Tensor tab; which storages hold
+#: no bytes is :data:`workbench.vocab.NO_BYTES`).
+WHY_NO_BYTES = {"planned": "memory-planned, placed in an arena at runtime",
+                "unallocated": "provided at runtime (an input or output)",
+                "external": "its bytes are in a data file that is not attached"}
 #: Most values used for statistics and the histogram (a strided sample beyond this).
 MAX_SAMPLE = 1_000_000
 #: Tensors up to this size are copied for statistics (``tensor(copy=True)``: read through the
@@ -45,7 +46,14 @@ COPY_FOR_STATS = 64 << 20
 
 def tensor_sample(x: Any) -> tuple[np.ndarray, bool]:
     """Flat float64 values of a tensor (numpy or torch, any float/int dtype) for statistics,
-    and whether they are a strided sample (tensors over :data:`MAX_SAMPLE` elements)."""
+    and whether they are a strided sample (tensors over :data:`MAX_SAMPLE` elements).
+
+    Example:
+        >>> import numpy as np
+        >>> values, sampled = tensor_sample(np.arange(6, dtype=np.int8).reshape(2, 3))
+        >>> values.tolist(), sampled
+        ([0.0, 1.0, 2.0, 3.0, 4.0, 5.0], False)
+    """
     import numpy as np
 
     n = int(np.prod(tuple(x.shape))) if len(x.shape) else 1
@@ -199,7 +207,7 @@ class TensorTab(ExplorerTab):
                 self.tensor_hist.show_error(self._read_error(row))  # external bytes not found: why
             else:
                 storage = str(row["storage"])
-                why = NO_BYTES.get(storage, "nothing is stored in the file")
+                why = WHY_NO_BYTES.get(storage, "nothing is stored in the file")
                 self.tensor_hist.show_note(f"no stored bytes (storage: {storage}): {why}")
             return
         assert self.art is not None
