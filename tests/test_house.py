@@ -211,3 +211,54 @@ def test_wheel_installs_with_declared_dependencies_only(tmp_path, sample):
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.split()[0] == str(len(__import__("workbench").open(pte).tensors))
     shutil.rmtree(env_dir, ignore_errors=True)
+
+
+#: Names only :mod:`workbench.readpath` may read or bind: the read-tier switch and its size rule.
+READ_SWITCH = ("TIER", "SCALAR_INSTRUCTIONS", "FAST")
+
+
+def _tier_choices(source: str) -> list[str]:
+    """Places in ``source`` that choose a read tier themselves: a flag of the switch's names
+    (bound or read), or a ``raise SlowPath("disabled")`` that stands in for the switch."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Name) and node.id in READ_SWITCH:
+            out.append(f"line {node.lineno}: {node.id}")
+        elif isinstance(node, ast.Attribute) and node.attr in READ_SWITCH:
+            out.append(f"line {node.lineno}: .{node.attr}")
+        elif isinstance(node, ast.Raise) and node.exc is not None and "SlowPath(" in ast.unparse(
+                node.exc) and "disabled" in ast.unparse(node.exc):
+            out.append(f"line {node.lineno}: raise SlowPath('disabled')")
+    return sorted(out)
+
+
+def test_one_place_chooses_the_read_tier():
+    """The read tier is chosen in ``workbench.readpath`` only: readers ask it
+    (``readpath.chosen()``) and keep no flag of their own."""
+    bad = {mod: found for mod, path in _modules().items() if mod != "workbench.readpath"
+           and (found := _tier_choices(path.read_text()))}
+    assert bad == {}
+    assert _tier_choices((PKG / "readpath.py").read_text())  # (the switch itself is found)
+
+
+def test_tier_choice_detector_finds_planted_flags():
+    assert _tier_choices("FAST = True\n") == ["line 1: FAST"]
+    assert _tier_choices("if not FAST:\n    raise SlowPath('disabled')\n") == [
+        "line 1: FAST", "line 2: raise SlowPath('disabled')"]
+    assert _tier_choices("m.TIER\n") == ["line 1: .TIER"]
+    assert _tier_choices("readpath.chosen().read(f, g)\nraise SlowPath('bad union')\n") == []
+
+
+def test_every_format_is_a_reader():
+    """Each format package implements :class:`workbench.formats.Reader` explicitly: its
+    ``read`` takes ``data=`` exactly when it says ``TAKES_DATA`` (``open`` relies on it)."""
+    import inspect
+
+    from workbench import formats
+
+    for r in formats.READERS:
+        assert isinstance(r, formats.Reader), r.__name__
+        assert isinstance(r.FORMAT, str) and isinstance(r.TAKES_DATA, bool), r.__name__
+        assert ("data" in inspect.signature(r.read).parameters) is r.TAKES_DATA, r.__name__
+    assert sorted(r.FORMAT for r in formats.READERS if r.TAKES_DATA) == ["etdump", "pte"]
+

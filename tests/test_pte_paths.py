@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from helpers import deadline, mutate, program_size
+from helpers import deadline, mutate, program_size, read_tier
 
 import workbench as wb
-from workbench.formats.pte import program as pte_program
+from workbench import readpath
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_models"
 PTE_VARIANTS = True  # pte_path: the samples and the layout variants (not in slow tests)
@@ -20,7 +20,7 @@ PTE_VARIANTS = True  # pte_path: the samples and the layout variants (not in slo
 
 def outcome(path, fast: bool, monkeypatch) -> tuple[str, dict | str]:
     """``("ok", frames)`` or ``("error", class name)``; other exceptions propagate."""
-    monkeypatch.setattr(pte_program, "FAST", fast)
+    monkeypatch.setattr(readpath, "TIER", read_tier(fast))
     try:
         with deadline(10):
             art = wb.open(path, data=[])
@@ -128,7 +128,7 @@ def test_methods_below_the_threshold_take_the_scalar_instruction_readers(monkeyp
             return wrapper
 
         with monkeypatch.context() as m:
-            m.setattr(program, "SCALAR_INSTRUCTIONS", threshold)
+            m.setattr(readpath, "SCALAR_INSTRUCTIONS", threshold)
             m.setattr(program.ProgramReader, "_instructions_slow",
                       spy("open", program.ProgramReader._instructions_slow))
             m.setattr(instructions, "_slow", spy("records", instructions._slow))

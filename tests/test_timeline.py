@@ -18,11 +18,11 @@ from types import SimpleNamespace
 
 import pandas as pd
 import pytest
+from helpers import read_tier
 
 import workbench as wb
-from workbench import cli
+from workbench import cli, readpath
 from workbench.formats.pte import instructions as pte_instructions
-from workbench.formats.pte import program as pte_program
 from workbench.frames import SCHEMAS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -111,7 +111,7 @@ def test_instructions_equal_the_deserializer(path):
 def test_frames_follow_the_schemas_and_fast_equals_slow(path, monkeypatch):
     frames = {}
     for fast in (True, False):
-        monkeypatch.setattr(pte_program, "FAST", fast)
+        monkeypatch.setattr(readpath, "TIER", read_tier(fast))
         art = wb.open(path)
         frames[fast] = {n: art.frames[n] for n in PROGRAM_FRAMES}
     for name in PROGRAM_FRAMES:

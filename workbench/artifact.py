@@ -19,6 +19,7 @@ from .dtypes import BY_NAME
 from .errors import (
     ArtifactError,
     CorruptError,
+    Finding,
     MissingDataError,
     OutOfBoundsError,
     UnsafeContentError,
@@ -135,7 +136,7 @@ class Artifact:
         Its offsets are absolute within the ``.bpte``; its ``segments`` cover only the
         embedded program's byte range.
         """
-        inner = self._parsed.extra.get("program")
+        inner = self._parsed.extra.program
         if inner is None:
             raise AttributeError(f"{self.format} artifacts have no embedded program")
         prog = Artifact(inner)
@@ -171,10 +172,10 @@ class Artifact:
         return MappingProxyType(self._parsed.sources)
 
     @property
-    def findings(self) -> tuple[dict[str, Any], ...]:
-        """What the reader noticed while parsing without refusing the file (dicts with
-        ``severity``, ``category``, ``structure``, ``offset``, ``message``); :meth:`validate`
-        gives these and its own checks as a frame."""
+    def findings(self) -> tuple[Finding, ...]:
+        """What the reader noticed while parsing without refusing the file
+        (:class:`~workbench.errors.Finding`: ``severity``, ``structure``, ``offset``,
+        ``message``); :meth:`validate` gives these and its own checks as a frame."""
         return tuple(self._parsed.findings)
 
     def validate(self) -> pd.DataFrame:

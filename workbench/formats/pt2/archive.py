@@ -10,7 +10,7 @@ from typing import Any
 
 from ..._fmt import escape
 from ..._json import loads as checked_loads
-from ...errors import CorruptError
+from ...errors import CorruptError, Finding
 from ...source import Source
 from .._zip import LOCAL_MAGIC, METHODS, ZipDirectory, ZipEntry
 from .aoti import AotiPackage
@@ -100,7 +100,7 @@ class Archive:
         self.src = src
         self.path = src.path
         self.zip = ZipDirectory(src)
-        self.findings: list[dict[str, Any]] = []
+        self.findings: list[Finding] = []
         names = self.zip.names
         n = len(names)
         self.info: dict[str, Any] = {"members": n, "zip64": self.zip.zip64}
@@ -134,9 +134,8 @@ class Archive:
     # -- findings ---------------------------------------------------------------------------
     def find(self, severity: str, structure: str, message: str,
              offset: int | None = None) -> None:
-        """Record a finding (see :class:`~workbench.formats.parsed.Finding`)."""
-        self.findings.append({"severity": severity, "structure": structure, "offset": offset,
-                              "message": message})
+        """Record a finding (see :class:`~workbench.errors.Finding`)."""
+        self.findings.append(Finding(severity, structure, offset, message))
 
     def _check_names(self) -> None:
         zd = self.zip

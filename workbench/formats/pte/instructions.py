@@ -149,18 +149,13 @@ def _empty() -> MethodInstructions:
 
 def read_method(r: ProgramReader, plan: Table) -> MethodInstructions:
     """The instructions of the ExecutionPlan table ``plan`` (fast path, else scalar)."""
-    try:
-        if not r.fast:
-            raise SlowPath("disabled")
-        return _fast(r, plan)
-    except SlowPath:
-        return _slow(plan)
+    return r.path.read(lambda: _fast(r, plan), lambda: _slow(plan))
 
 
 def _fast(r: ProgramReader, plan: Table) -> MethodInstructions:
     vec = r.vec
     pos_parts, chain_parts, idx_parts = [], [], []
-    spans = program.chain_spans(plan.tables(ExecutionPlan.chains, "chains"))
+    spans = program.chain_spans(r.path, plan.tables(ExecutionPlan.chains, "chains"))
     for c, (start, n) in enumerate(spans):
         if not n:
             continue
@@ -264,7 +259,7 @@ class InstructionColumns:
         if mi not in self._walks:
             walk = None
             # (few instructions: the per-instruction walk is faster, see SCALAR_INSTRUCTIONS)
-            if self.r.fast and len(self.records[mi].kind) >= program.SCALAR_INSTRUCTIONS:
+            if self.r.path.columns_for(len(self.records[mi].kind)):
                 m = self.r.methods[mi]
                 try:
                     walk = _Walk(self.r, m, self.records[mi], self._storage(m),
