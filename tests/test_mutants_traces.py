@@ -948,7 +948,8 @@ def test_past_the_end_findings(tmp_path, monkeypatch, fast):
                         lists=True)
     art = open_trace(tmp_path, data, bytes(24), fast, monkeypatch)
     found = [f for f in art._parsed.findings if "past the end" in f.message]
-    assert found == [{"severity": "error", "structure": "debug value 0/2", "offset": 23,
+    assert [f.as_dict() for f in found] == [{"severity": "error", "structure": "debug value 0/2",
+                                             "offset": 23,
                       "message": "2 logged tensors run past the end of the debug buffer t.bin "
                                  "(size 0x18): wrong file?"}]
     seg = art.segments[art.segments["file"] == str(tmp_path / "t.bin")]
@@ -2125,7 +2126,7 @@ def test_no_marker_and_duplicates(tmp_path):
                                 ("debug_handle_map", json.dumps({"forward": {"5": 2}}))],
                      name="dup.etrecord")
     art = wb.open(p)
-    assert sorted(art._parsed.findings, key=str) == [
+    assert sorted((f.as_dict() for f in art._parsed.findings), key=str) == [
         {"severity": "warning", "structure": "zip member 'debug_handle_map'", "offset": None,
          "message": "the name occurs more than once; the first member is used"},
         {"severity": "warning", "structure": "zip member 'exported_program'", "offset": None,

@@ -108,7 +108,7 @@ def test_instruction_walk_vectorised_equals_per_instruction(pte_path, monkeypatc
 
 @pytest.mark.production_thresholds
 def test_methods_below_the_threshold_take_the_scalar_instruction_readers(monkeypatch):
-    """``program.SCALAR_INSTRUCTIONS``: a method with fewer instructions is read and walked by
+    """``readpath.SCALAR_INSTRUCTIONS``: a method with fewer instructions is read and walked by
     the scalar readers (cheaper for a few rows), one with as many by the vectorised ones; the
     frames are the same either way."""
     from workbench.formats.pte import instructions, program
@@ -116,7 +116,7 @@ def test_methods_below_the_threshold_take_the_scalar_instruction_readers(monkeyp
     path = SAMPLES / "kv_cache.pte"
     with wb.open(path, data=[]) as art:
         count = int(art.frames["methods"]["instructions"].max())
-    assert 0 < count < program.SCALAR_INSTRUCTIONS  # the shipped value takes the scalar path
+    assert 0 < count < readpath.SCALAR_INSTRUCTIONS  # the shipped value takes the scalar path
 
     def read(threshold):
         calls = []
@@ -138,7 +138,7 @@ def test_methods_below_the_threshold_take_the_scalar_instruction_readers(monkeyp
                 frames = {n: art.frames[n] for n in ("methods", *INSTRUCTION_FRAMES)}
         return sorted(set(calls)), frames
 
-    shipped, frames = read(program.SCALAR_INSTRUCTIONS)
+    shipped, frames = read(readpath.SCALAR_INSTRUCTIONS)
     assert shipped == ["open", "records", "walk"]
     at, frames_at = read(count)  # as many instructions as the threshold: vectorised
     assert at == []
