@@ -262,3 +262,59 @@ def test_every_format_is_a_reader():
         assert ("data" in inspect.signature(r.read).parameters) is r.TAKES_DATA, r.__name__
     assert sorted(r.FORMAT for r in formats.READERS if r.TAKES_DATA) == ["etdump", "pte"]
 
+
+#: Methods that change a list, dict or set in place.
+_MUTATORS = ("append", "extend", "update", "setdefault", "pop", "insert", "clear", "add")
+
+
+def _archive_writes(source: str) -> list[str]:
+    """Places in ``source`` that write an archive's state (``arc.<x> = ...``,
+    ``arc.<x>[...] = ...``, ``arc.<x>.append(...)``, ...) instead of asking the archive."""
+    out = []
+
+    def is_arc_attr(node: ast.AST) -> bool:
+        if isinstance(node, ast.Subscript):
+            node = node.value
+        return (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                and node.value.id == "arc")
+
+    for node in ast.walk(ast.parse(source)):
+        targets = []
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets = [node.target]
+        out += [f"line {node.lineno}: {ast.unparse(t)}" for t in targets if is_arc_attr(t)]
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr in _MUTATORS and is_arc_attr(node.func.value)):
+            out.append(f"line {node.lineno}: {ast.unparse(node.func)}")
+    return sorted(out)
+
+
+def test_only_the_archive_module_writes_a_pt2_archive():
+    """The pt2 ``Archive`` lives in one module: the config and AOTInductor readers and the
+    frame builders hand results to its methods and never write its attributes."""
+    bad = {mod: found for mod, path in _modules().items()
+           if mod.startswith("workbench.formats.pt2.") and mod != "workbench.formats.pt2.archive"
+           and (found := _archive_writes(path.read_text()))}
+    assert bad == {}
+
+
+def test_archive_write_detector_finds_planted_writes():
+    assert _archive_writes("arc.models[k] = v\narc.x = 1\narc.used_by.setdefault(i, [])\n") == [
+        "line 1: arc.models[k]", "line 2: arc.x", "line 3: arc.used_by.setdefault"]
+    assert _archive_writes("arc.add_row(r)\nx = arc.models[k]\nrows.append(arc.path)\n") == []
+
+
+def test_memory_plan_analysis_is_a_view_over_frames():
+    """The memory plan's analysis (``memory_efficiency``) is computed from the ``lifetimes``
+    frame by ``workbench.memory_plan``, which never reads bytes (imports no reader)."""
+    import workbench as wb
+    from workbench.formats.parsed import FrameView
+
+    deps = import_graph()["workbench.memory_plan"]
+    assert not [d for d in deps if d.startswith("workbench.formats")], deps
+    with wb.open(ROOT / "sample_models" / "mlp_portable.pte", data=[]) as art:
+        view = art._parsed.builders["memory_efficiency"]
+        assert isinstance(view, FrameView) and view.inputs == ("lifetimes",)
+        assert len(art.frames["memory_efficiency"]) >= 1

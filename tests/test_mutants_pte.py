@@ -1919,7 +1919,7 @@ def test_unknown_instruction_kind(tmp_path, monkeypatch):
         assert raises(instructions._slow, plan) == want
 
         class R:
-            fast = False
+            path = readpath.ReadPath(readpath.Tier.TABLES)
 
         assert raises(instructions.read_method, R(), plan) == want
 
@@ -2510,8 +2510,8 @@ def _ref_peak(lo, hi, off, nb):
 def test_peak():
     import random
 
-    from workbench.formats.pte import instructions
-    from workbench.formats.pte.instructions import _peak
+    from workbench import memory_plan
+    from workbench.memory_plan import peak as _peak
 
     assert _peak(*(np.zeros(0, np.int64),) * 4) == (0, None, True)
     rnd = random.Random(11)
@@ -2528,17 +2528,17 @@ def test_peak():
     lo, hi = np.array([0, 1, 3]), np.array([2, 3, 3])
     off, nb = np.array([0, 0, 100]), np.array([8, 8, 4])
     assert _peak(lo, hi, off, nb) == (12, 3, True)
-    orig = instructions.MAX_UNION_WORK
+    orig = memory_plan.MAX_UNION_WORK
     try:
-        instructions.MAX_UNION_WORK = 9  # 3 starts x 3 rows: still exact
+        memory_plan.MAX_UNION_WORK = 9  # 3 starts x 3 rows: still exact
         assert _peak(lo, hi, off, nb) == (12, 3, True)
-        instructions.MAX_UNION_WORK = 8
+        memory_plan.MAX_UNION_WORK = 8
         assert _peak(lo, hi, off, nb) == (16, 1, False)
-        instructions.MAX_UNION_WORK = 0
+        memory_plan.MAX_UNION_WORK = 0
         assert _peak(lo, hi, off, nb) == (16, 1, False)
         assert _peak(np.array([2]), np.array([2]), np.array([0]), np.array([5])) == (5, 2, False)
     finally:
-        instructions.MAX_UNION_WORK = orig
+        memory_plan.MAX_UNION_WORK = orig
 
 
 def test_last_writers_hand_cases():

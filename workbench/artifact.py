@@ -24,7 +24,7 @@ from .errors import (
     OutOfBoundsError,
     UnsafeContentError,
 )
-from .formats.parsed import Parsed
+from .formats.parsed import FrameView, Parsed
 from .vocab import SCAN_KINDS
 
 if TYPE_CHECKING:
@@ -90,12 +90,16 @@ class Artifact:
         self._by_name: dict[Any, tuple[str, int]] | None = None
 
     # -- frames ---------------------------------------------------------------------------
-    def _columns(self, name: str, builder: Callable[[], dict[str, Any]] | None = None
+    def _columns(self, name: str, builder: Callable[[], dict[str, Any]] | FrameView | None = None
                  ) -> dict[str, Any]:
         cols = self._cols.get(name)
         if cols is None:
             self.ensure_fresh(f"frame {name!r}")  # builders read the maps
-            cols = (builder or self._parsed.builders[name])()
+            builder = builder or self._parsed.builders[name]
+            if isinstance(builder, FrameView):  # a view over other frames
+                cols = builder.compute(*(self.frames[n] for n in builder.inputs))
+            else:
+                cols = builder()
             self._cols[name] = cols
         return cols
 

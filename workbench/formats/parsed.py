@@ -20,7 +20,24 @@ if TYPE_CHECKING:
     from .ptd.reader import PtdData
     from .pte.delegated import DelegateBlobs
 
-__all__ = ["Extra", "Parsed"]
+__all__ = ["Extra", "FrameView", "Parsed"]
+
+
+@dataclass(frozen=True)
+class FrameView:
+    """A frame computed from other frames of the same artifact (a view), not from the bytes:
+    ``Artifact`` builds the frames named by ``inputs`` and passes them to ``compute``, which
+    returns the columns. A reader registers it in ``Parsed.builders`` like any builder.
+
+    Example:
+        >>> import pandas as pd
+        >>> v = FrameView(("tensors",), lambda t: {"n": [len(t)]})
+        >>> v.compute(pd.DataFrame({"name": ["a", "b"]}))
+        {'n': [2]}
+    """
+
+    inputs: tuple[str, ...]
+    compute: Callable[..., dict[str, Any]]
 
 
 @dataclass
@@ -68,7 +85,8 @@ class Parsed:
         sources: path -> :class:`Source` for every file of the artifact.
         builders: frame name -> callable returning ``dict[column, values]``: a list (``None``
             for missing), a numpy array or a ready pandas array per column (see
-            :func:`workbench.frames.build`; ``Artifact.columns`` gives lists back).
+            :func:`workbench.frames.build`; ``Artifact.columns`` gives lists back); or a
+            :class:`FrameView` computed from other frames.
         info: format facts for summaries (version, header fields, ...).
         findings: non-fatal observations (:class:`~workbench.errors.Finding`).
     """
@@ -77,7 +95,7 @@ class Parsed:
         self.format = format
         self.path = path
         self.sources = sources
-        self.builders: dict[str, Callable[[], dict[str, Any]]] = {}
+        self.builders: dict[str, Callable[[], dict[str, Any]] | FrameView] = {}
         self.info: dict[str, Any] = {}
         self.findings: list[Finding] = []
         #: frames whose rows can be read with ``Artifact.tensor`` (name/dtype/shape/nbytes/

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
+from functools import partial
 
+from ... import memory_plan
 from ...errors import ArtifactError, Finding
 from ...source import Source
 from .._layout import segments_frame
-from ..parsed import Parsed
+from ..parsed import FrameView, Parsed
 from .columns import Columns
 from .delegated import DelegateBlobs
 from .external import External
@@ -103,7 +105,9 @@ def read_program(src: Source, start: int, end: int, outer: str = FORMAT,
         "memory_plan": cols.memory_plan,
         "instructions": icols.instructions,
         "lifetimes": icols.lifetimes,
-        "memory_efficiency": icols.memory_efficiency,
+        # (an analysis of the plan: a view over the lifetimes frame, see workbench.memory_plan)
+        "memory_efficiency": FrameView(("lifetimes",), partial(
+            memory_plan.efficiency, arenas=[(m.name, m.buffer_sizes) for m in r.methods])),
     })
     p.tensor_frames.append("delegate_tensors")  # Artifact.tensor reads graph constants too
     p.extra.segments_raw = cols.segments_raw
