@@ -2,9 +2,9 @@
 
 Every flatbuffer reader (``.pte`` programs, ``.ptd`` data, ETDump traces, XNNPACK blobs) has
 up to three tiers, fastest first. A faster tier reads the same bytes into the same records;
-at the first doubt it raises :class:`SlowPath` and the next tier down reads again, so only
-the table-by-table tier ever names an error or writes a finding. The frames are the same
-whichever tier read them.
+at the first doubt it raises :class:`~workbench._vecfb.SlowPath` and the next tier down reads
+again, so an error is always named by the table-by-table tier. The frames, errors and
+findings are the same whichever tier read them.
 
 ==============  =========================================================================
 tier            what it does
