@@ -375,7 +375,7 @@ def breakdown(path: str, repeat: int = 15) -> dict[str, float]:
         t = time.perf_counter()
         art = workbench.open(path)
         times = {"open": time.perf_counter() - t}
-        blobs = art._parsed.extra.get("delegate_blobs")  # (private: what the frames share)
+        blobs = art._parsed.extra.delegate_blobs  # (private: what the frames share)
         t = time.perf_counter()
         if blobs is not None:
             _ = blobs.infos

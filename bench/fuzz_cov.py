@@ -23,7 +23,7 @@ Mutators (atheris engine; half of the inputs, the rest libFuzzer's own byte muta
 - **zip** (.pt2, ETRecord): one field of one local, central or end record (sizes, offsets,
   counts, name length, flags, method) set to a boundary value.
 
-Every other input is read with ``formats.pte.program.SCALAR_INSTRUCTIONS = 0``: the shipped
+Every other input is read with ``workbench.readpath.SCALAR_INSTRUCTIONS = 0``: the shipped
 threshold reads the few instructions of the samples' methods with the scalar readers, and
 the vectorised ones would go unfuzzed.
 
@@ -269,7 +269,7 @@ class Run:
         self.slowest = (0.0, "")
         self.largest = 0
         self.warmup_execs = 0  # the first executions, on the seeds (they pay for imports)
-        self.shipped_threshold: int | None = None  # program.SCALAR_INSTRUCTIONS as shipped
+        self.shipped_threshold: int | None = None  # readpath.SCALAR_INSTRUCTIONS as shipped
 
     def one(self, data: bytes, name: str | None = None, siblings: tuple[Path, ...] = (),
             retry: bool = True) -> float:
@@ -279,11 +279,10 @@ class Run:
         import fuzz
 
         import workbench as wb
-        from workbench import cli
-        from workbench.formats.pte import program
+        from workbench import cli, readpath
 
         if self.shipped_threshold is None:
-            self.shipped_threshold = program.SCALAR_INSTRUCTIONS
+            self.shipped_threshold = readpath.SCALAR_INSTRUCTIONS
         path = self.work / (name or ("input" + SUFFIX[self.fmt]))
         path.write_bytes(data)
         for s in siblings:
@@ -294,7 +293,7 @@ class Run:
         self.execs += 1
         # every other input reads even small methods on the vectorised instruction paths
         # (the shipped threshold sends the samples' few instructions to the scalar ones)
-        program.SCALAR_INSTRUCTIONS = 0 if self.execs % 2 else self.shipped_threshold
+        readpath.SCALAR_INSTRUCTIONS = 0 if self.execs % 2 else self.shipped_threshold
         t0 = time.perf_counter()
         try:
             with fuzz.watchdog(10.0, 60.0):

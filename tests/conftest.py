@@ -82,14 +82,14 @@ def kernel_registry(tmp_path_factory):
 @pytest.fixture(autouse=True)
 def vectorised_small_methods(request, monkeypatch):
     """Tests read even small methods on the vectorised instruction paths (production reads
-    methods of fewer than ``program.SCALAR_INSTRUCTIONS`` instructions with the scalar ones,
-    which ``FAST = False`` tests cover): a test that compares the two paths on the small
+    methods of fewer than ``readpath.SCALAR_INSTRUCTIONS`` instructions table by table, which
+    the tests that set ``readpath.TIER`` to ``TABLES`` cover): a test that compares the two paths on the small
     samples would compare the scalar path with itself. Tests marked ``production_thresholds``
     (the golden outcomes, the threshold's own tests) keep the shipped value."""
     if request.node.get_closest_marker("production_thresholds") is None:
-        from workbench.formats.pte import program
+        from workbench import readpath
 
-        monkeypatch.setattr(program, "SCALAR_INSTRUCTIONS", 0)
+        monkeypatch.setattr(readpath, "SCALAR_INSTRUCTIONS", 0)
 
 
 def pytest_collection_modifyitems(config, items) -> None:

@@ -292,7 +292,7 @@ def check_invariants(art, max_tensors: int | None = None) -> int:
         end = off + g["size"].to_numpy("int64")
         assert (g["size"].to_numpy("int64") >= 0).all(), f
         assert (off[1:] == end[:-1]).all(), f"{f}: rows are not contiguous"
-        lo, hi = art._parsed.extra.get("span", (0, sizes[f])) if f == art.path else (0, sizes[f])
+        lo, hi = (art._parsed.extra.span or (0, sizes[f])) if f == art.path else (0, sizes[f])
         assert (off[0], end[-1]) == (lo, hi), f"{f}: rows cover [{off[0]}, {end[-1]}), not [{lo}, {hi})"
         assert 0 <= lo <= hi <= sizes[f]
     compared = 0
@@ -349,3 +349,11 @@ def check_invariants(art, max_tensors: int | None = None) -> int:
         assert got_bytes == want, f"{row.name}: tensor bytes differ from the file slice"
         compared += 1
     return compared
+
+
+def read_tier(fast: bool):
+    """The read tier a test that compares "fast" (every tier allowed) with "slow" (table by
+    table) sets as :data:`workbench.readpath.TIER`."""
+    from workbench import readpath
+
+    return readpath.Tier.BATCHED if fast else readpath.Tier.TABLES

@@ -151,7 +151,7 @@ def test_editing_one_frame_does_not_leak_into_another(samples_dir):
     ptd = wb.open(samples_dir / "mlp_external.ptd")
     ptd.tensors.loc[:, "shape"] = [("edited",)] * len(ptd.tensors)
     assert all(isinstance(s, tuple) and "edited" not in s
-               for s in ptd._parsed.extra["ptd"].cols["shape"])
+               for s in ptd._parsed.extra.ptd.cols["shape"])
     prog = wb.open(samples_dir / "mlp_external.pte", data=[samples_dir / "mlp_external.ptd"])
     assert not prog.tensors["missing"].any()
 

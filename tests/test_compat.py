@@ -19,9 +19,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import check_invariants
+from helpers import check_invariants, read_tier
 
 import workbench as wb
+from workbench import readpath
 from workbench.formats._zip import ZipDirectory
 from workbench.source import Source
 
@@ -159,13 +160,12 @@ def test_fast_and_scalar_paths_agree(entry, monkeypatch):
     to the scalar path: same frames and same findings either way."""
     import pandas as pd
 
-    from workbench.formats.pte import program as pte_program
 
     name, path, _ = entry
     path = corpus_file(name, path)
     seen = []
     for fast in (True, False):
-        monkeypatch.setattr(pte_program, "FAST", fast)
+        monkeypatch.setattr(readpath, "TIER", read_tier(fast))
         art = wb.open(path, data=[])
         try:
             frames = {n: art.frames[n] for n in art.frames}

@@ -25,6 +25,7 @@ import pytest
 from helpers import TIME_SCALE
 
 import workbench as wb
+from workbench import readpath
 from workbench.formats.delegates import (
     BACKENDS,
     Finding,
@@ -532,7 +533,6 @@ def _outcome(blob: bytes) -> tuple:
 def test_fast_and_scalar_xnnpack_readers_agree_on_mutated_blobs(sample, monkeypatch):
     """The vectorised reader falls back to the scalar one on any doubt: on corrupt graphs
     both give the same error class and offset, on readable ones the same records."""
-    from workbench.formats.delegates import xnnpack
 
     rng = random.Random(1515)
     outcomes = {"ok": 0, "error": 0}
@@ -543,9 +543,9 @@ def test_fast_and_scalar_xnnpack_readers_agree_on_mutated_blobs(sample, monkeypa
             b = bytearray(blob)
             for _ in range(rng.randint(1, 3)):
                 b[rng.randrange(len(b))] = rng.choice((0, 0xFF, 0x80, rng.randrange(256)))
-            monkeypatch.setattr(xnnpack, "FAST", True)
+            monkeypatch.setattr(readpath, "TIER", readpath.Tier.BATCHED)
             fast = _outcome(bytes(b))
-            monkeypatch.setattr(xnnpack, "FAST", False)
+            monkeypatch.setattr(readpath, "TIER", readpath.Tier.TABLES)
             slow = _outcome(bytes(b))
             assert fast[0] == slow[0]
             outcomes[fast[0]] += 1

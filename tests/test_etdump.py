@@ -24,9 +24,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import TIME_SCALE
+from helpers import TIME_SCALE, read_tier
 
 import workbench as wb
+from workbench import readpath
 from workbench.flatbuf import FlatBuffer
 from workbench.formats import etdump
 from workbench.formats.etdump import reader as etdump_reader
@@ -190,7 +191,7 @@ def test_frames_follow_the_schemas_and_fast_equals_slow(which, monkeypatch):
         for c in SCHEMAS[name]:
             if c.name in df.columns and c.dtype not in ("object",):
                 assert str(df[c.name].dtype) == c.dtype, (name, c.name, df[c.name].dtype)
-    monkeypatch.setattr(etdump_reader, "FAST", False)
+    monkeypatch.setattr(readpath, "TIER", readpath.Tier.TABLES)
     slow = all_frames(wb.open(etdp, data=[dbg]))
     for name in FRAMES:
         pd.testing.assert_frame_equal(fast[name], slow[name], check_exact=True)
@@ -406,7 +407,7 @@ def test_full_schema_against_flatc(tmp_path, monkeypatch):
     (tmp_path / "full.bin").write_bytes(buf)
     want = serialize.deserialize_from_etdump_flatcc(data)
     frames = all_frames(wb.open(tmp_path / "full.etdp", data=[tmp_path / "full.bin"]))
-    monkeypatch.setattr(etdump_reader, "FAST", False)
+    monkeypatch.setattr(readpath, "TIER", readpath.Tier.TABLES)
     slow = all_frames(wb.open(tmp_path / "full.etdp", data=[tmp_path / "full.bin"]))
     for name in FRAMES:
         pd.testing.assert_frame_equal(frames[name], slow[name], check_exact=True)
@@ -586,7 +587,7 @@ def test_size_prefix_lying(tmp_path):
 
 @pytest.mark.parametrize("fast", [True, False])
 def test_huge_vectors(tmp_path, monkeypatch, fast):
-    monkeypatch.setattr(etdump_reader, "FAST", fast)
+    monkeypatch.setattr(readpath, "TIER", read_tier(fast))
     etdp, _ = trace("mlp_portable")
     data = etdp.read_bytes()
     where = locate(data)
@@ -607,7 +608,7 @@ def test_huge_vectors(tmp_path, monkeypatch, fast):
 
 @pytest.mark.parametrize("fast", [True, False])
 def test_unknown_value_type_and_scalar_type(tmp_path, monkeypatch, fast):
-    monkeypatch.setattr(etdump_reader, "FAST", fast)
+    monkeypatch.setattr(readpath, "TIER", read_tier(fast))
     etdp, _ = trace("mlp_portable")
     data = etdp.read_bytes()
     where = locate(data)
@@ -623,7 +624,7 @@ def test_unknown_value_type_and_scalar_type(tmp_path, monkeypatch, fast):
 
 @pytest.mark.parametrize("fast", [True, False])
 def test_built_hostile_traces(tmp_path, monkeypatch, fast):
-    monkeypatch.setattr(etdump_reader, "FAST", fast)
+    monkeypatch.setattr(readpath, "TIER", read_tier(fast))
     t = Trace()
     both = t.event(profile=t.profile("a", 0, 0, 1, 2), debug=t.debug(0, 0, None))
     p = write(tmp_path, t.finish([t.run("Execute", [both])]))
@@ -758,7 +759,7 @@ def test_many_distinct_names_fast_equals_slow(tmp_path, monkeypatch):
     with monkeypatch.context() as m:
         m.setattr(etdump_reader._Slow, "read", None)  # the fast path must not fall back
         fast = wb.open(p).frames["events"]
-    monkeypatch.setattr(etdump_reader, "FAST", False)
+    monkeypatch.setattr(readpath, "TIER", readpath.Tier.TABLES)
     slow = wb.open(p).frames["events"]
     pd.testing.assert_frame_equal(fast, slow, check_exact=True)
     assert list(fast["event_name"].astype(object)[:8]) == [names[(k * 7) % len(names)]

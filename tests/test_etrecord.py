@@ -229,7 +229,7 @@ def test_etrecord_2024():
 def test_etrecord_2024_damaged_member_raises_cleanly():
     path = corpus(CORPUS_2024)
     art = wb.open(path)
-    zd = art._parsed.extra["zip"]
+    zd = art._parsed.extra.zip
     e = zd.get("edge_dialect_exported_program")
     with pytest.raises(wb.ArtifactError) as ei:
         zd.view(e)

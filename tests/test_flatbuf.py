@@ -301,8 +301,8 @@ def test_field_past_the_declared_size_is_bounded_by_the_buffer():
     assert root.f64(7) == 2.5
     assert root.f64(7) == 2.5  # noted once per vtable and field
     (f,) = fb.findings
-    assert f["severity"] == "info" and f["structure"] == "Root.field7"
-    assert f["offset"] == root.pos + 32 and "declared size 36" in f["message"]
+    assert f.severity == "info" and f.structure == "Root.field7"
+    assert f.offset == root.pos + 32 and "declared size 36" in f.message
     assert root.u32(0) == 7 and not fb.findings[1:]  # fields inside the size: no finding
 
 

@@ -13,9 +13,10 @@ import zlib
 import pandas as pd
 import pytest
 from conftest import pte_samples
-from helpers import Hang, Located, deadline, exercise, mutate, program_size, tensor_bytes
+from helpers import Hang, Located, deadline, exercise, mutate, program_size, read_tier, tensor_bytes
 
 import workbench as wb
+from workbench import readpath
 from workbench.errors import CorruptError, OutOfBoundsError, TruncatedError
 
 PTE_VARIANTS = True  # pte_path: the samples and the layout variants (not in slow tests)
@@ -438,9 +439,8 @@ def test_memory_offset_high_bits(tmp_path, sample, oracle, monkeypatch, fast, hi
     naming the allocation — never a crash, never wrapped (negative) offsets."""
     from executorch.exir._serialize._flatbuffer_program import _program_to_flatbuffer
 
-    from workbench.formats.pte import program as pte_program
 
-    monkeypatch.setattr(pte_program, "FAST", fast)
+    monkeypatch.setattr(readpath, "TIER", read_tier(fast))
     p = sample("no_weights.pte")
     prog = oracle.flatbuffer_to_program(p.read_bytes())
     want = {}

@@ -211,3 +211,110 @@ def test_wheel_installs_with_declared_dependencies_only(tmp_path, sample):
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.split()[0] == str(len(__import__("workbench").open(pte).tensors))
     shutil.rmtree(env_dir, ignore_errors=True)
+
+
+#: Names only :mod:`workbench.readpath` may read or bind: the read-tier switch and its size rule.
+READ_SWITCH = ("TIER", "SCALAR_INSTRUCTIONS", "FAST")
+
+
+def _tier_choices(source: str) -> list[str]:
+    """Places in ``source`` that choose a read tier themselves: a flag of the switch's names
+    (bound or read), or a ``raise SlowPath("disabled")`` that stands in for the switch."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Name) and node.id in READ_SWITCH:
+            out.append(f"line {node.lineno}: {node.id}")
+        elif isinstance(node, ast.Attribute) and node.attr in READ_SWITCH:
+            out.append(f"line {node.lineno}: .{node.attr}")
+        elif isinstance(node, ast.Raise) and node.exc is not None and "SlowPath(" in ast.unparse(
+                node.exc) and "disabled" in ast.unparse(node.exc):
+            out.append(f"line {node.lineno}: raise SlowPath('disabled')")
+    return sorted(out)
+
+
+def test_one_place_chooses_the_read_tier():
+    """The read tier is chosen in ``workbench.readpath`` only: readers ask it
+    (``readpath.chosen()``) and keep no flag of their own."""
+    bad = {mod: found for mod, path in _modules().items() if mod != "workbench.readpath"
+           and (found := _tier_choices(path.read_text()))}
+    assert bad == {}
+    assert _tier_choices((PKG / "readpath.py").read_text())  # (the switch itself is found)
+
+
+def test_tier_choice_detector_finds_planted_flags():
+    assert _tier_choices("FAST = True\n") == ["line 1: FAST"]
+    assert _tier_choices("if not FAST:\n    raise SlowPath('disabled')\n") == [
+        "line 1: FAST", "line 2: raise SlowPath('disabled')"]
+    assert _tier_choices("m.TIER\n") == ["line 1: .TIER"]
+    assert _tier_choices("readpath.chosen().read(f, g)\nraise SlowPath('bad union')\n") == []
+
+
+def test_every_format_is_a_reader():
+    """Each format package implements :class:`workbench.formats.Reader` explicitly: its
+    ``read`` takes ``data=`` exactly when it says ``TAKES_DATA`` (``open`` relies on it)."""
+    import inspect
+
+    from workbench import formats
+
+    for r in formats.READERS:
+        assert isinstance(r, formats.Reader), r.__name__
+        assert isinstance(r.FORMAT, str) and isinstance(r.TAKES_DATA, bool), r.__name__
+        assert ("data" in inspect.signature(r.read).parameters) is r.TAKES_DATA, r.__name__
+    assert sorted(r.FORMAT for r in formats.READERS if r.TAKES_DATA) == ["etdump", "pte"]
+
+
+#: Methods that change a list, dict or set in place.
+_MUTATORS = ("append", "extend", "update", "setdefault", "pop", "insert", "clear", "add")
+
+
+def _archive_writes(source: str) -> list[str]:
+    """Places in ``source`` that write an archive's state (``arc.<x> = ...``,
+    ``arc.<x>[...] = ...``, ``arc.<x>.append(...)``, ...) instead of asking the archive."""
+    out = []
+
+    def is_arc_attr(node: ast.AST) -> bool:
+        if isinstance(node, ast.Subscript):
+            node = node.value
+        return (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                and node.value.id == "arc")
+
+    for node in ast.walk(ast.parse(source)):
+        targets = []
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets = [node.target]
+        out += [f"line {node.lineno}: {ast.unparse(t)}" for t in targets if is_arc_attr(t)]
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr in _MUTATORS and is_arc_attr(node.func.value)):
+            out.append(f"line {node.lineno}: {ast.unparse(node.func)}")
+    return sorted(out)
+
+
+def test_only_the_archive_module_writes_a_pt2_archive():
+    """The pt2 ``Archive`` lives in one module: the config and AOTInductor readers and the
+    frame builders hand results to its methods and never write its attributes."""
+    bad = {mod: found for mod, path in _modules().items()
+           if mod.startswith("workbench.formats.pt2.") and mod != "workbench.formats.pt2.archive"
+           and (found := _archive_writes(path.read_text()))}
+    assert bad == {}
+
+
+def test_archive_write_detector_finds_planted_writes():
+    assert _archive_writes("arc.models[k] = v\narc.x = 1\narc.used_by.setdefault(i, [])\n") == [
+        "line 1: arc.models[k]", "line 2: arc.x", "line 3: arc.used_by.setdefault"]
+    assert _archive_writes("arc.add_row(r)\nx = arc.models[k]\nrows.append(arc.path)\n") == []
+
+
+def test_memory_plan_analysis_is_a_view_over_frames():
+    """The memory plan's analysis (``memory_efficiency``) is computed from the ``lifetimes``
+    frame by ``workbench.memory_plan``, which never reads bytes (imports no reader)."""
+    import workbench as wb
+    from workbench.formats.parsed import FrameView
+
+    deps = import_graph()["workbench.memory_plan"]
+    assert not [d for d in deps if d.startswith("workbench.formats")], deps
+    with wb.open(ROOT / "sample_models" / "mlp_portable.pte", data=[]) as art:
+        view = art._parsed.builders["memory_efficiency"]
+        assert isinstance(view, FrameView) and view.inputs == ("lifetimes",)
+        assert len(art.frames["memory_efficiency"]) >= 1

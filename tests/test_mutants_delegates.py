@@ -18,8 +18,10 @@ import subprocess
 
 import numpy as np
 import pytest
+from helpers import read_tier
 
 import workbench as wb
+from workbench import readpath
 from workbench.errors import (
     CorruptError,
     OutOfBoundsError,
@@ -1604,10 +1606,9 @@ def _quant(tv: dict, kind: str, params: dict) -> dict:
 def _reader(monkeypatch, fast: bool) -> None:
     """The vectorised XNNPACK reader (which must then not fall back to the scalar one: a
     spurious fallback gives the same records, only slower) or the scalar one."""
-    from workbench.formats.delegates import xnnpack
     from workbench.formats.delegates.xnnpack import _graph
 
-    monkeypatch.setattr(xnnpack, "FAST", fast)
+    monkeypatch.setattr(readpath, "TIER", read_tier(fast))
     if fast:
         def no_fallback(*a, **k):
             raise AssertionError("the vectorised reader fell back to the scalar one")
@@ -1655,7 +1656,6 @@ def _every_node(tmp_path):
 
 @pytest.mark.parametrize("fast", [True, False])
 def test_xnnpack_every_node_type(fast, tmp_path, monkeypatch):
-
     _reader(monkeypatch, fast)
     fb, expect = _every_node(tmp_path)
     assert len(expect) == 47
@@ -1683,13 +1683,9 @@ def test_xnnpack_absent_optional_inputs_are_dropped(tmp_path):
            "constant_data": [{"offset": 0, "size": 0}]}
     fb = flatc(XNN_SCHEMA, doc, tmp_path)
     for fast in (True, False):
-        from workbench.formats.delegates import xnnpack
 
-        xnnpack.FAST = fast
-        try:
+        with readpath.using(read_tier(fast)):
             info = look(_xnn(fb), "XnnpackBackend")
-        finally:
-            xnnpack.FAST = True
         assert [(r["inputs"], r["outputs"]) for r in column_rows(info.nodes)] == [
             ((0, 1), (2,)), ((), (INVALID,)), ((0, 1, 1), (2,))]
         assert [f.message for f in info.findings] == [
@@ -1700,7 +1696,6 @@ def test_xnnpack_no_constant_table_and_unknown_ids_named_the_same_on_both_reader
         tmp_path, monkeypatch):
     """constant_buffer_idx 0 means "no constant" even in a graph without a constant table;
     the unknown-id finding names the smallest id whichever reader ran."""
-    from workbench.formats.delegates import xnnpack
 
     doc = {"xnodes": [{"xnode_union_type": "XNNSoftmax",
                        "xnode_union": {"input_id": 50, "output_id": 0}},
@@ -1709,7 +1704,7 @@ def test_xnnpack_no_constant_table_and_unknown_ids_named_the_same_on_both_reader
            "xvalues": [_plain(_tv("fp32", [1], id_out=0))]}
     fb = flatc(XNN_SCHEMA, doc, tmp_path)
     for fast in (True, False):
-        monkeypatch.setattr(xnnpack, "FAST", fast)
+        monkeypatch.setattr(readpath, "TIER", read_tier(fast))
         info = look(_xnn(fb), "XnnpackBackend")
         assert info.findings == [Finding(
             "warning", "XNNGraph.xnodes", AT + 32 + fb_tables(fb, fb_root(fb), 1)[0],
@@ -1801,7 +1796,6 @@ def _xnn_expected_rows(fb: bytes, cd: int, prefix: str = "forward/delegate0/") -
 @pytest.mark.parametrize("fast", [True, False])
 @pytest.mark.parametrize("whole", [False, True])
 def test_xnnpack_values_exact(fast, whole, tmp_path, monkeypatch):
-
     _reader(monkeypatch, fast)
     fb = flatc(XNN_SCHEMA, _xnn_values_doc(), tmp_path)
     consts = bytes(range(64))
@@ -1891,7 +1885,6 @@ def test_xnnpack_header_refusals(tmp_path):
 
 @pytest.mark.parametrize("fast", [True, False])
 def test_xnnpack_bare_xn01_graph(fast, tmp_path, monkeypatch):
-
     _reader(monkeypatch, fast)
     doc = _small_doc(constant_data=[{"offset": 0, "size": 0}])
     doc["xvalues"][0]["xvalue_union"]["constant_buffer_idx"] = 0
@@ -1917,7 +1910,6 @@ def _xn00_doc() -> dict:
 
 @pytest.mark.parametrize("fast", [True, False])
 def test_xnnpack_xn00_inline_constants(fast, tmp_path, monkeypatch):
-
     _reader(monkeypatch, fast)
     fb = flatc(XN00_SCHEMA, _xn00_doc(), tmp_path)
     assert fb[4:8] == b"XN00"
@@ -1958,9 +1950,7 @@ def test_xnnpack_xn00_with_constant_data_too(tmp_path):
 
 @pytest.mark.parametrize("fast", [True, False])
 def test_xnnpack_graph_refusals(fast, tmp_path, monkeypatch):
-    from workbench.formats.delegates import xnnpack
-
-    monkeypatch.setattr(xnnpack, "FAST", fast)
+    monkeypatch.setattr(readpath, "TIER", read_tier(fast))
 
     def refused(edit, cls, structure, detail, at, consts=bytes(16)):
         doc = _small_doc()
@@ -2024,9 +2014,7 @@ def test_xnnpack_graph_refusals(fast, tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("fast", [True, False])
 def test_xnnpack_vectors_past_the_end_name_the_field(fast, tmp_path, monkeypatch):
-    from workbench.formats.delegates import xnnpack
-
-    monkeypatch.setattr(xnnpack, "FAST", fast)
+    monkeypatch.setattr(readpath, "TIER", read_tier(fast))
     doc = _small_doc()
     doc["xvalues"].append(_quant(_tv("qcint8", [2], id_out=2), "PerChannelQuant",
                                  {"scale": [1.0, 2.0]}))
@@ -2738,9 +2726,7 @@ def test_inspect_blobs_with_an_xn00_blob_reads_one_by_one(tmp_path, monkeypatch)
 
 @pytest.mark.parametrize("fast", [True, False])
 def test_xnnpack_root_vectors_past_the_end_name_the_field(fast, tmp_path, monkeypatch):
-    from workbench.formats.delegates import xnnpack
-
-    monkeypatch.setattr(xnnpack, "FAST", fast)
+    monkeypatch.setattr(readpath, "TIER", read_tier(fast))
     doc = _small_doc(version="v", input_ids=[0], output_ids=[1])
     fb = flatc(XNN_SCHEMA, doc, tmp_path)
     blob = _xnn(fb, bytes(16))
@@ -2761,9 +2747,7 @@ def test_xnnpack_root_vectors_past_the_end_name_the_field(fast, tmp_path, monkey
 
 @pytest.mark.parametrize("fast", [True, False])
 def test_xnnpack_named_key_not_utf8(fast, tmp_path, monkeypatch):
-    from workbench.formats.delegates import xnnpack
-
-    monkeypatch.setattr(xnnpack, "FAST", fast)
+    monkeypatch.setattr(readpath, "TIER", read_tier(fast))
     doc = _small_doc(constant_data=[{"offset": 0, "size": 0},
                                     {"offset": NAMED, "size": 8, "named_key": "abc"}])
     fb = flatc(XNN_SCHEMA, doc, tmp_path)
@@ -2813,9 +2797,7 @@ def test_inspect_blobs_refuses_references_into_another_blob(tmp_path):
 
 @pytest.mark.parametrize("fast", [True, False])
 def test_xnnpack_unknown_union_types(fast, tmp_path, monkeypatch):
-    from workbench.formats.delegates import xnnpack
-
-    monkeypatch.setattr(xnnpack, "FAST", fast)
+    monkeypatch.setattr(readpath, "TIER", read_tier(fast))
     doc = _small_doc()
     doc["xvalues"].append(_quant(_tv("qint8", [1], id_out=2), "PerTensorQuant", {"scale": 1.0}))
     fb = flatc(XNN_SCHEMA, doc, tmp_path)

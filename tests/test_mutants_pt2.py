@@ -463,7 +463,7 @@ def row(art, name: str) -> dict:
 
 
 def finds(art) -> list[tuple]:
-    return [(f["severity"], f["structure"], f["offset"], f["message"]) for f in art._parsed.findings]
+    return [(f.severity, f.structure, f.offset, f.message) for f in art._parsed.findings]
 
 
 W6 = np.arange(6, dtype=np.float32).tobytes()
@@ -915,7 +915,7 @@ def test_members_columns_of_an_empty_zip(tmp_path):
             assert cols[k].dtype == np.bool_, k
         for k in ("index", "header_offset", "offset", "size", "file_size", "method", "crc32"):
             assert cols[k].dtype == np.int64, k
-        assert arc.findings == [{"severity": "warning", "structure": "archive_format",
+        assert [x.as_dict() for x in arc.findings] == [{"severity": "warning", "structure": "archive_format",
                                  "offset": None, "message": "no archive_format member: not a "
                                  "torch.export / AOTInductor archive (members are listed, "
                                  "nothing else is read)"}]

@@ -19,10 +19,11 @@ from typing import ClassVar
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import read_tier
 from test_flatbuf import ROOT_FIELDS, fb_of, hand_built
 
 import workbench as wb
-from workbench import _vecfb, formats
+from workbench import _vecfb, formats, readpath
 from workbench._vecfb import SlowPath, VecReader
 from workbench.errors import (
     ArtifactError,
@@ -568,7 +569,7 @@ def test_flatbuf_lenient_field_finding():
     fb, L, _n = fb_edit(shrink)
     root = fb.root("Root")
     assert root.f64(7) == 2.5 and root.f64(7) == 2.5
-    assert fb.findings == [{
+    assert [x.as_dict() for x in fb.findings] == [{
         "severity": "info", "structure": "Root.field7", "offset": PRE + L["f7"],
         "message": "8-byte field at table offset 32 lies past the table's declared size 24 "
                    "(older writers; the FlatBuffers verifier bounds it by the buffer)"}]
@@ -985,11 +986,10 @@ def frames_both(path, monkeypatch, names=None) -> dict:
     """The frames of ``path`` read on the fast and on the scalar path: asserted equal."""
     from test_pte_paths import assert_same_frames
 
-    from workbench.formats.pte import program as pte_program
 
     out = []
     for fast in (True, False):
-        monkeypatch.setattr(pte_program, "FAST", fast)
+        monkeypatch.setattr(readpath, "TIER", read_tier(fast))
         art = wb.open(path, data=[])
         try:
             out.append({n: art.frames[n] for n in (names or art.frames)})
@@ -1001,11 +1001,10 @@ def frames_both(path, monkeypatch, names=None) -> dict:
 
 def open_error_both(path, monkeypatch) -> tuple:
     """The error opening ``path`` gives on both paths (asserted equal)."""
-    from workbench.formats.pte import program as pte_program
 
     got = []
     for fast in (True, False):
-        monkeypatch.setattr(pte_program, "FAST", fast)
+        monkeypatch.setattr(readpath, "TIER", read_tier(fast))
         got.append(raises(lambda: wb.open(path, data=[]).frames["tensors"]))
     assert got[0] == got[1]
     return got[0]
@@ -1297,12 +1296,11 @@ def test_instruction_kinds_and_empty_methods(et, tmp_path, oracle, monkeypatch):
 
 def test_method_internals_have_documented_dtypes(et, tmp_path, monkeypatch):
     """The records of every method (with and without tensors or values) on both paths."""
-    from workbench.formats.pte import program as pte_program
 
     S, _ = et
     path = build(et, tmp_path, _instruction_program(S))
     for fast in (True, False):
-        monkeypatch.setattr(pte_program, "FAST", fast)
+        monkeypatch.setattr(readpath, "TIER", read_tier(fast))
         with wb.open(path, data=[]) as art:
             cols = art._parsed.builders["values"].__self__
             icols = art._parsed.builders["instructions"].__self__
@@ -1425,11 +1423,10 @@ def _nullable(values) -> list:
 def ptd_frames_both(path, monkeypatch) -> dict:
     from test_pte_paths import assert_same_frames
 
-    from workbench.formats.ptd import reader as ptd_reader
 
     out = []
     for fast in (True, False):
-        monkeypatch.setattr(ptd_reader, "FAST", fast)
+        monkeypatch.setattr(readpath, "TIER", read_tier(fast))
         with wb.open(path) as art:
             out.append({n: art.frames[n] for n in ("segments", "tensors", "named_data")})
             findings = list(art._parsed.findings)
@@ -1441,11 +1438,9 @@ def ptd_frames_both(path, monkeypatch) -> dict:
 
 
 def ptd_error_both(path, monkeypatch) -> tuple:
-    from workbench.formats.ptd import reader as ptd_reader
-
     got = []
     for fast in (True, False):
-        monkeypatch.setattr(ptd_reader, "FAST", fast)
+        monkeypatch.setattr(readpath, "TIER", read_tier(fast))
         got.append(raises(lambda: wb.open(path).frames["tensors"]))
     assert got[0] == got[1]
     return got[0]
@@ -1570,11 +1565,11 @@ def test_ptd_duplicate_keys(tmp_path, monkeypatch):
     path = tmp_path / "t.ptd"
     path.write_bytes(data)
     frames = ptd_frames_both(path, monkeypatch)
-    assert frames["findings"] == [{
+    assert [x.as_dict() for x in frames["findings"]] == [{
         "severity": "warning", "structure": "FlatTensor.named_data[2]", "offset": None,
         "message": "key 'k' occurs more than once; the first entry is used (as by the runtime)"}]
     with wb.open(path) as art:
-        assert art._parsed.extra["ptd"].by_key == {"k": 0, "j": 1}
+        assert art._parsed.extra.ptd.by_key == {"k": 0, "j": 1}
 
 
 def _fh(data: bytes, **fields) -> bytes:
@@ -1729,7 +1724,6 @@ def _bpte_with_values(BS, bundled, tensors_data):
 
 def test_bpte_frames(bundled_io, tmp_path, monkeypatch, oracle):
     from workbench.dtypes import SCALAR_TYPES
-    from workbench.formats.pte import program as pte_program
 
     BS, load, dump = bundled_io
     S = BS.ScalarType
@@ -1745,7 +1739,7 @@ def test_bpte_frames(bundled_io, tmp_path, monkeypatch, oracle):
     standalone = _w(tmp_path, program, "inner.pte")
     results = []
     for fast in (True, False):
-        monkeypatch.setattr(pte_program, "FAST", fast)
+        monkeypatch.setattr(readpath, "TIER", read_tier(fast))
         with wb.open(path) as art:
             results.append((dict(art.info), art.frames["test_cases"], art.frames["segments"],
                             art._parsed.tensor_frames))
@@ -1818,14 +1812,12 @@ def test_bpte_frames(bundled_io, tmp_path, monkeypatch, oracle):
 
 
 def _bpte_error(bundled_io, tmp_path, monkeypatch, tensor):
-    from workbench.formats.pte import program as pte_program
-
     BS, load, dump = bundled_io
     data = dump(_bpte_with_values(BS, load(), [tensor]))
     path = _w(tmp_path, data, "b.bpte")
     got = []
     for fast in (True, False):
-        monkeypatch.setattr(pte_program, "FAST", fast)
+        monkeypatch.setattr(readpath, "TIER", read_tier(fast))
         got.append(raises(lambda: wb.open(path).frames["test_cases"]))
     assert got[0] == got[1]
     return data, got[0]
@@ -1927,7 +1919,7 @@ def test_unknown_instruction_kind(tmp_path, monkeypatch):
         assert raises(instructions._slow, plan) == want
 
         class R:
-            fast = False
+            path = readpath.ReadPath(readpath.Tier.TABLES)
 
         assert raises(instructions.read_method, R(), plan) == want
 
@@ -1946,11 +1938,10 @@ def test_bad_string_value(et, tmp_path, monkeypatch):
     n = len(frames_both(path, monkeypatch, ["values"])["values"]) - 1
     data[at + 3] = 0xFF
     bad = _w(tmp_path, bytes(data), "bad.pte")
-    from workbench.formats.pte import program as pte_program
 
     got = []
     for fast in (True, False):
-        monkeypatch.setattr(pte_program, "FAST", fast)
+        monkeypatch.setattr(readpath, "TIER", read_tier(fast))
         with wb.open(bad, data=[]) as art:
             got.append(raises(lambda: art.frames["values"]))
     assert got[0] == got[1] == ("CorruptError", "bad.pte", f"forward.values[{n}].string_val",
@@ -1979,7 +1970,7 @@ def test_delegate_backends(tmp_path, monkeypatch):
     (None, None) for a blob that cannot be taken apart."""
     for name in ("mlp_xnnpack.pte", "mlp_portable.pte", "mlp_coreml.pte", "mlp_vulkan.pte"):
         with wb.open(SAMPLES / name, data=[]) as art:
-            blobs = art._parsed.extra["delegate_blobs"]
+            blobs = art._parsed.extra.delegate_blobs
             d = art.frames["delegates"]
             assert blobs.backends() == list(zip(_nullable(d["backend"]), _nullable(d["layout"])))
             if name == "mlp_xnnpack.pte":
@@ -1992,10 +1983,10 @@ def test_delegate_backends(tmp_path, monkeypatch):
     struct.pack_into("<Q", data, off + 16, 2**40)  # the graph's size: far past the blob
     path = _w(tmp_path, bytes(data), "x.pte")
     with wb.open(path, data=[]) as art:
-        blobs = art._parsed.extra["delegate_blobs"]
+        blobs = art._parsed.extra.delegate_blobs
         assert blobs.backends() == [(None, None)]
         assert blobs.info(0, 0) is None and blobs.info(5, 5) is None
-        assert any(f["severity"] == "error" for f in art._parsed.findings)
+        assert any(f.severity == "error" for f in art._parsed.findings)
 
 
 # -- the earlier FlatTensor schema (v0: TensorMetadata tables) ---------------------------------
@@ -2023,7 +2014,7 @@ def test_ptd_v0_frames(tmp_path, monkeypatch):
     with Source(path) as s:
         root = FlatBuffer(s, 0, s.size, identifier=b"FT01", name="FlatTensor").root("FlatTensor")
         root_pos, nslots = root.pos, len(root.fields)
-    assert frames["findings"] == [{
+    assert [x.as_dict() for x in frames["findings"]] == [{
         "severity": "info", "structure": "FlatTensor", "offset": root_pos,
         "message": f"written with the earlier schema, {V0_NAME} (a root of {nslots} slots): read "
                    "by that schema; today's ExecuTorch reads only the current FlatTensor schema"}]
@@ -2065,7 +2056,6 @@ def test_ptd_v0_errors(tensor, want, tmp_path, monkeypatch):
 
 def test_value_summaries_use_the_fast_path(et, tmp_path, monkeypatch):
     from workbench.formats.pte import columns as pte_columns
-    from workbench.formats.pte import program as pte_program
 
     S, _ = et
 
@@ -2077,12 +2067,12 @@ def test_value_summaries_use_the_fast_path(et, tmp_path, monkeypatch):
     calls = []
 
     def spy(self, *a):
-        calls.append(self.r.fast)
+        calls.append(self.r.path.columns)
         return real(self, *a)
 
     monkeypatch.setattr(pte_columns.Columns, "_scalar_summaries", spy)
     for fast in (True, False):
-        monkeypatch.setattr(pte_program, "FAST", fast)
+        monkeypatch.setattr(readpath, "TIER", read_tier(fast))
         with wb.open(path, data=[]) as art:
             art.frames["values"]
     assert calls == [True]
@@ -2195,11 +2185,10 @@ def test_tensors_frame_matches_the_oracle(name, oracle, monkeypatch):
         ptds = [pathlib.Path(p) for p in art.info["data_files"]]
     from test_pte_paths import assert_same_frames
 
-    from workbench.formats.pte import program as pte_program
 
     got = []
     for fast in (True, False):
-        monkeypatch.setattr(pte_program, "FAST", fast)
+        monkeypatch.setattr(readpath, "TIER", read_tier(fast))
         with wb.open(path) as art:
             got.append({"tensors": art.frames["tensors"]})
     assert_same_frames(got[0], got[1], name)
@@ -2521,8 +2510,8 @@ def _ref_peak(lo, hi, off, nb):
 def test_peak():
     import random
 
-    from workbench.formats.pte import instructions
-    from workbench.formats.pte.instructions import _peak
+    from workbench import memory_plan
+    from workbench.memory_plan import peak as _peak
 
     assert _peak(*(np.zeros(0, np.int64),) * 4) == (0, None, True)
     rnd = random.Random(11)
@@ -2539,17 +2528,17 @@ def test_peak():
     lo, hi = np.array([0, 1, 3]), np.array([2, 3, 3])
     off, nb = np.array([0, 0, 100]), np.array([8, 8, 4])
     assert _peak(lo, hi, off, nb) == (12, 3, True)
-    orig = instructions.MAX_UNION_WORK
+    orig = memory_plan.MAX_UNION_WORK
     try:
-        instructions.MAX_UNION_WORK = 9  # 3 starts x 3 rows: still exact
+        memory_plan.MAX_UNION_WORK = 9  # 3 starts x 3 rows: still exact
         assert _peak(lo, hi, off, nb) == (12, 3, True)
-        instructions.MAX_UNION_WORK = 8
+        memory_plan.MAX_UNION_WORK = 8
         assert _peak(lo, hi, off, nb) == (16, 1, False)
-        instructions.MAX_UNION_WORK = 0
+        memory_plan.MAX_UNION_WORK = 0
         assert _peak(lo, hi, off, nb) == (16, 1, False)
         assert _peak(np.array([2]), np.array([2]), np.array([0]), np.array([5])) == (5, 2, False)
     finally:
-        instructions.MAX_UNION_WORK = orig
+        memory_plan.MAX_UNION_WORK = orig
 
 
 def test_last_writers_hand_cases():
@@ -2695,9 +2684,8 @@ def test_random_methods_walks_agree(et, tmp_path, oracle, monkeypatch, seed):
                 p += 1
     assert _rows(ins, ["method", "chain", "instruction", "position", "kind", "op_index", "op",
                        "delegate_index", "args", "destination"]) == want
-    from workbench.formats.pte import program as pte_program
 
-    monkeypatch.setattr(pte_program, "FAST", True)
+    monkeypatch.setattr(readpath, "TIER", readpath.Tier.BATCHED)
     with wb.open(path, data=[]) as art:
         cols = art._parsed.builders["instructions"].__self__
         assert all(cols._walk(k) is not None for k in range(len(cols.r.methods)))
@@ -2947,8 +2935,8 @@ def test_program_findings(pte_variant, monkeypatch):
     with Source(pte_variant("two_mutable")) as s:
         pos = FlatBuffer(s, 0, s.size, identifier=b"ET12", name="P").root("P").pos
     with wb.open(pte_variant("two_mutable"), data=[]) as art:
-        f = [x for x in art._parsed.findings if x["structure"] == "Program.mutable_data_segments"]
-    assert f == [{"severity": "warning", "structure": "Program.mutable_data_segments",
+        f = [x for x in art._parsed.findings if x.structure == "Program.mutable_data_segments"]
+    assert [x.as_dict() for x in f] == [{"severity": "warning", "structure": "Program.mutable_data_segments",
                   "offset": pos, "message": "2 mutable data segments: tensors are placed by "
                   "ExtraTensorInfo.mutable_data_segments_idx as the schema says, but ExecuTorch's "
                   "runtime (1.5.1) reads every initial value from mutable_data_segments[0] and its "
@@ -2960,9 +2948,10 @@ def test_program_findings(pte_variant, monkeypatch):
     first = next(at for at, n in bufs if n)
     total = sum(n for _, n in bufs)
     with wb.open(path, data=[]) as art:
-        f = [x for x in art._parsed.findings if x["structure"] == "Program.constant_buffer"]
+        f = [x for x in art._parsed.findings if x.structure == "Program.constant_buffer"]
         t = art.tensors
-    assert f == [{"severity": "warning", "structure": "Program.constant_buffer", "offset": first,
+    assert [x.as_dict() for x in f] == [
+        {"severity": "warning", "structure": "Program.constant_buffer", "offset": first,
                   "message": f"{total} bytes of constants inline in the flatbuffer (the legacy "
                   "constant_buffer): ExecuTorch's runtime (1.5.1) refuses such a program unless "
                   "built with ET_ENABLE_DEPRECATED_CONSTANT_BUFFER"}]
@@ -3078,7 +3067,7 @@ def test_external_data_that_does_not_fit(tmp_path, monkeypatch):
     with wb.open(pte) as art:
         ext = art.tensors[art.tensors["storage"] == "external"]
         keys = list(ext["fqn"])
-        assert art._parsed.extra["data_choice"] == {str(ptd): ("sibling", len(keys))}
+        assert art._parsed.extra.data_choice == {str(ptd): ("sibling", len(keys))}
         assert not ext["missing"].any()
     ptd_halve_first_dim(ptd, keys[0])
     with wb.open(pte) as art:  # the sibling still resolves the other keys
@@ -3086,17 +3075,18 @@ def test_external_data_that_does_not_fit(tmp_path, monkeypatch):
         t = t[t["storage"] == "external"].set_index("name")
         assert bool(t.loc[keys[0], "missing"]) and not t.loc[keys[1:], "missing"].any()
         assert pd.isna(t.loc[keys[0], "offset"]) and pd.isna(t.loc[keys[0], "file"])
-        assert art._parsed.extra["data_choice"] == {str(ptd): ("sibling", len(keys) - 1)}
-        f = [x for x in art._parsed.findings if x["structure"] == f"tensor {keys[0]!r}"]
-        assert f == [{"severity": "warning", "structure": f"tensor {keys[0]!r}", "offset": None,
+        assert art._parsed.extra.data_choice == {str(ptd): ("sibling", len(keys) - 1)}
+        f = [x for x in art._parsed.findings if x.structure == f"tensor {keys[0]!r}"]
+        assert [x.as_dict() for x in f] == [
+            {"severity": "warning", "structure": f"tensor {keys[0]!r}", "offset": None,
                       "message": f"data files hold this key with another dtype/shape: {[str(ptd)]}"}]
         # the unclaimed entry is listed as named data of the .ptd
         nd = art.tensors[(art.tensors["storage"] == "named_data") & (art.tensors["name"] == keys[0])]
         assert list(nd["file"]) == [str(ptd)]
     with wb.open(pte, data=[]) as art:
-        assert art._parsed.extra["data_choice"] == {} and art.info["data_files"] == []
+        assert art._parsed.extra.data_choice == {} and art.info["data_files"] == []
     with wb.open(pte, data=[ptd]) as art:
-        assert art._parsed.extra["data_choice"] == {str(ptd): ("data", len(keys) - 1)}
+        assert art._parsed.extra.data_choice == {str(ptd): ("data", len(keys) - 1)}
 
 
 def test_sibling_data_files(tmp_path, monkeypatch):
@@ -3134,11 +3124,11 @@ def test_program_info(name):
         assert info["data_files"] == ([str(SAMPLES / "mlp_external.ptd")]
                                       if name == "mlp_external.pte" else [])
         assert p.tensor_frames == ["tensors", "delegate_tensors"]
-        assert p.extra["span"] == (0, len(data))
+        assert p.extra.span == (0, len(data))
         assert set(p.sources) == {str(path), *info["data_files"]}
         t = art.tensors
         ext = set(t.loc[t["storage"] == "external", "fqn"])
-        assert p.extra["wanted_keys"]() == len(ext)  # and no content-hash key held elsewhere
+        assert p.extra.wanted_keys() == len(ext)  # and no content-hash key held elsewhere
         assert set(p.builders) == {"segments", "tensors", "methods", "values", "operators",
                                    "delegates", "named_data", "delegate_tensors",
                                    "delegate_nodes", "memory_plan", "instructions", "lifetimes",
@@ -3160,15 +3150,15 @@ def test_bpte_info_is_the_programs(bundled_io, tmp_path):
         want.pop("data_files")
         eh, weh = info.pop("extended_header"), want.pop("extended_header")
         assert info == want and repr(eh) == repr(weh)
-        assert art._parsed.extra["program"].extra["span"] == (po, po + len(b.program))
-        assert art._parsed.findings is art._parsed.extra["program"].findings
+        assert art._parsed.extra.program.extra.span == (po, po + len(b.program))
+        assert art._parsed.findings is art._parsed.extra.program.findings
 
 
 def test_ptd_fits_and_info(tmp_path):
     data = ptd_bytes([(0, 24), (32, 8)], [("a", 0, (6, (2, 3), (0, 1))), ("b", 1, None)])
     path = _w(tmp_path, data, "f.ptd")
     with wb.open(path) as art:
-        d = art._parsed.extra["ptd"]
+        d = art._parsed.extra.ptd
         assert d.fits(0, "float32", (2, 3), 24) and d.fits(0, "float32", (2, 3), 999)
         assert not d.fits(0, "float16", (2, 3), 12) and not d.fits(0, "float32", (3, 2), 24)
         assert not d.fits(0, "float32", [2, 3], 24)  # shapes are tuples
@@ -3220,7 +3210,7 @@ def test_named_data_layouts_from_the_graph(name, monkeypatch):
     if name.startswith("wide"):
         assert any(t and t.endswith(" (scales)") for t, *_ in [g[1:] for g in got])
     with wb.open(SAMPLES / name) as art:
-        assert art._parsed.extra["delegate_blobs"].key_layouts() == {
+        assert art._parsed.extra.delegate_blobs.key_layouts() == {
             k: (*v[:4], -1 if v[4] is None else v[4]) for k, v in want.items()}
 
 
@@ -3352,11 +3342,10 @@ def test_reference_past_the_end(where, locate, structure, tmp_path, monkeypatch,
     rel = 0x7FFFFFF0
     struct.pack_into("<I", data, p, rel)
     path = _w(tmp_path, bytes(data), "r.pte")
-    from workbench.formats.pte import program as pte_program
 
     got = []
     for fast in (True, False):
-        monkeypatch.setattr(pte_program, "FAST", fast)
+        monkeypatch.setattr(readpath, "TIER", read_tier(fast))
 
         def read_all():
             with wb.open(path, data=[]) as art:
@@ -3512,8 +3501,7 @@ def no_fallback(monkeypatch):
             raise AssertionError(f"fell back to the scalar path: {what}")
         return f
 
-    for fast in (program, ptd_reader):
-        monkeypatch.setattr(fast, "FAST", True)
+    monkeypatch.setattr(readpath, "TIER", readpath.Tier.BATCHED)
     monkeypatch.setattr(tensors.TensorReader, "values_slow", refuse("values_slow"))
     monkeypatch.setattr(program.ProgramReader, "_instructions_slow", refuse("_instructions_slow"))
     monkeypatch.setattr(instructions, "_slow", refuse("instructions._slow"))
@@ -3576,7 +3564,6 @@ def test_memory_offset_just_below_the_limit(et, tmp_path, no_fallback):
                                   "mlp_xnnpack_external.pte"])
 def test_named_data_with_data_files(name, oracle, monkeypatch):
     from workbench.formats._layout import named_data_role
-    from workbench.formats.pte import program as pte_program
 
     path = SAMPLES / name
     ptd = path.with_suffix(".ptd")
@@ -3585,11 +3572,11 @@ def test_named_data_with_data_files(name, oracle, monkeypatch):
                                                "has_layout", "role"])
     got = []
     for fast in (True, False):
-        monkeypatch.setattr(pte_program, "FAST", fast)
+        monkeypatch.setattr(readpath, "TIER", read_tier(fast))
         with wb.open(path) as art:
             assert art.info["data_files"] == [str(ptd)]
             nd = art.frames["named_data"]
-            layouts = art._parsed.extra["delegate_blobs"].key_layouts()
+            layouts = art._parsed.extra.delegate_blobs.key_layouts()
             users = art._parsed.builders["tensors"].__self__.ext.key_users
             got.append(_rows(nd, list(nd.columns)))
     assert got[0] == got[1]
@@ -3799,12 +3786,12 @@ def test_a_broken_blob_leaves_the_other_blobs_whole(et, tmp_path, monkeypatch):
     path = _w(tmp_path, variants.assemble(program, [*blobs, bytes(broken)]), "two.pte")
     with wb.open(SAMPLES / "mlp_xnnpack.pte", data=[]) as art:
         want = art.frames["delegate_tensors"]
-        want_backend = art._parsed.extra["delegate_blobs"].backends()[0]
+        want_backend = art._parsed.extra.delegate_blobs.backends()[0]
     with wb.open(path, data=[]) as art:
         d = art.frames["delegates"]
         off1, size1 = int(d["offset"].iloc[1]), int(d["size"].iloc[1])
-        assert art._parsed.extra["delegate_blobs"].backends() == [want_backend, (None, None)]
-        assert [f for f in art._parsed.findings if f["severity"] == "error"] == [{
+        assert art._parsed.extra.delegate_blobs.backends() == [want_backend, (None, None)]
+        assert [f.as_dict() for f in art._parsed.findings if f.severity == "error"] == [{
             "severity": "error",
             "structure": "forward delegate 1 (XnnpackBackend): XNNPACK header (XH00).flatbuffer_offset",
             "offset": off1 + 10,
@@ -3853,17 +3840,17 @@ def test_external_tensor_larger_than_its_entry(et, tmp_path, monkeypatch):
     assert entry_size == 32
     got = []
     for fast in (True, False):
-        from workbench.formats.pte import program as pte_program
 
-        monkeypatch.setattr(pte_program, "FAST", fast)
+        monkeypatch.setattr(readpath, "TIER", read_tier(fast))
         with wb.open(path, data=[ptd]) as art:
             t = art.tensors  # placed when the frame is made: the findings come with it
-            findings = [f for f in art._parsed.findings if f["structure"] == "tensor 'fc2.bias'"]
+            findings = [f for f in art._parsed.findings if f.structure == "tensor 'fc2.bias'"]
             t = t[(t["name"] == "fc2.bias") & (t["storage"] == "external")]
             got.append((findings, _rows(t, ["nbytes", "missing", "file", "offset"])))
     assert got[0] == got[1]
     findings, rows = got[0]
-    assert findings == [{"severity": "error", "structure": "tensor 'fc2.bias'", "offset": entry_off,
+    assert [x.as_dict() for x in findings] == [
+        {"severity": "error", "structure": "tensor 'fc2.bias'", "offset": entry_off,
                          "message": "256 bytes expected but the data file holds 32"}]
     assert rows == [(32, False, str(ptd), entry_off), (256, True, None, None),
                     (32, False, str(ptd), entry_off)]
@@ -3934,7 +3921,6 @@ def test_method_inputs_and_outputs_keep_their_sign(et, tmp_path, oracle, monkeyp
     """ExecutionPlan.inputs / outputs are [int] (i32): ProgramReader keeps negative entries
     negative, as ExecuTorch's deserializer reads them, on both paths."""
     from workbench.formats.pte import ProgramReader
-    from workbench.formats.pte import program as pte_program
 
     def edit(program, blobs):
         plan = program.execution_plan[0]
@@ -3945,7 +3931,7 @@ def test_method_inputs_and_outputs_keep_their_sign(et, tmp_path, oracle, monkeyp
     want = oracle.read(path).program.execution_plan[0]
     assert list(want.outputs)[-2:] == [-1, -(2**31)]
     for fast in (True, False):
-        monkeypatch.setattr(pte_program, "FAST", fast)
+        monkeypatch.setattr(readpath, "TIER", read_tier(fast))
         with Source(path) as s:
             r = ProgramReader(s, 0, s.size)
             r.parse()
@@ -3964,7 +3950,7 @@ def test_named_data_of_a_delegated_program_with_only_an_empty_data_file(tmp_path
     shutil.copyfile(SAMPLES / "mlp_xnnpack_external.pte", tmp_path / "m.pte")
     _w(tmp_path, ptd_bytes([], []), "e.ptd")
     with wb.open(tmp_path / "m.pte", data=[tmp_path / "e.ptd"]) as art:
-        assert not art._parsed.extra["delegate_blobs"].r.named
+        assert not art._parsed.extra.delegate_blobs.r.named
         nd = art.frames["named_data"]
         assert len(nd) == 0 and "dtype" in nd.columns
         dt = art.frames["delegate_tensors"]

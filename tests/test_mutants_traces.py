@@ -20,9 +20,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import read_tier
 from test_etdump import Trace, full_trace
 
 import workbench as wb
+from workbench import readpath
 from workbench._vecfb import SlowPath, VecReader
 from workbench.flatbuf import FlatBuffer
 from workbench.formats import etdump, etrecord
@@ -89,7 +91,7 @@ def open_trace(tmp_path: Path, data: bytes, buf: bytes | None, fast: bool, monke
         b.write_bytes(buf)
         extra = [b]
     with monkeypatch.context() as m:
-        m.setattr(R, "FAST", fast)
+        m.setattr(readpath, "TIER", read_tier(fast))
         if fast:
             no_slow_path(m)
         art = wb.open(p, data=extra)
@@ -121,7 +123,7 @@ def fast_refuses(path: Path) -> str:
 def slow_error(path: Path, monkeypatch, data: list | None = None) -> wb.ArtifactError:
     """The error the scalar path raises when the file is opened and its frames built."""
     with monkeypatch.context() as m:
-        m.setattr(R, "FAST", False)
+        m.setattr(readpath, "TIER", readpath.Tier.TABLES)
         with pytest.raises(wb.ArtifactError) as info:
             art = wb.open(path, data=data)
             for f in art.frames:
@@ -144,7 +146,7 @@ def error_both(tmp_path: Path, data: bytes, monkeypatch) -> wb.ArtifactError:
     p = tmp_path / "bad.etdp"
     p.write_bytes(data)
     with monkeypatch.context() as m:
-        m.setattr(R, "FAST", True)
+        m.setattr(readpath, "TIER", readpath.Tier.BATCHED)
         with pytest.raises(wb.ArtifactError) as fast:
             art = wb.open(p)
             for f in art.frames:
@@ -814,7 +816,7 @@ def test_bad_strings(tmp_path, monkeypatch):
     p.write_bytes(bad)
     assert fast_refuses(p) == "string holds a NUL"
     with monkeypatch.context() as m:
-        m.setattr(R, "FAST", True)
+        m.setattr(readpath, "TIER", readpath.Tier.BATCHED)
         assert values(wb.open(p).frames["events"], "event_name") == ["ab\x00def", "qq"]
     # bad UTF-8
     bad = patched_name(data, "abcdef", 1, 0xFF)
@@ -945,15 +947,16 @@ def test_past_the_end_findings(tmp_path, monkeypatch, fast):
     data = tensor_trace([(6, [2], [1], 0), (6, [4], [1], 8), (0, [3], [1], 23), (0, [9], [1], 20)],
                         lists=True)
     art = open_trace(tmp_path, data, bytes(24), fast, monkeypatch)
-    found = [f for f in art._parsed.findings if "past the end" in f["message"]]
-    assert found == [{"severity": "error", "structure": "debug value 0/2", "offset": 23,
+    found = [f for f in art._parsed.findings if "past the end" in f.message]
+    assert [f.as_dict() for f in found] == [{"severity": "error", "structure": "debug value 0/2",
+                                             "offset": 23,
                       "message": "2 logged tensors run past the end of the debug buffer t.bin "
                                  "(size 0x18): wrong file?"}]
     seg = art.segments[art.segments["file"] == str(tmp_path / "t.bin")]
     assert list(zip(values(seg, "name"), values(seg, "offset"), values(seg, "size"))) == [
         ("0/0/0", 0, 8), ("0/1/0", 8, 16)]
     art = open_trace(tmp_path, data, bytes(29), fast, monkeypatch, "ok.etdp")
-    assert not [f for f in art._parsed.findings if "past the end" in f["message"]]
+    assert not [f for f in art._parsed.findings if "past the end" in f.message]
     art = open_trace(tmp_path, data, None, fast, monkeypatch, "none.etdp")
     assert art._parsed.findings == []
 
@@ -1146,7 +1149,7 @@ def test_unknown_events_and_newer_version(tmp_path, monkeypatch, fast):
     assert values(art.frames["runs"], "events") == [1, 3]
     assert values(art.frames["allocations"], "index") == [1]
     assert art.info["version"] == 1
-    assert art._parsed.findings == [
+    assert [x.as_dict() for x in art._parsed.findings] == [
         {"severity": "warning", "structure": "ETDump.version", "offset": 4,
          "message": "schema version 1 is newer than the known version 0; fields may be misread"},
         {"severity": "warning", "structure": "ETDump.run_data[].events", "offset": None,
@@ -1155,8 +1158,8 @@ def test_unknown_events_and_newer_version(tmp_path, monkeypatch, fast):
     plain = Trace()
     data = plain.finish([plain.run("Execute", [plain.event()])], prefixed=False, version=2)
     art = open_trace(tmp_path, data, None, fast, monkeypatch, "plain.etdp")
-    assert art._parsed.findings[0]["offset"] == 0
-    assert art._parsed.findings[0]["message"].startswith("schema version 2 is newer")
+    assert art._parsed.findings[0].offset == 0
+    assert art._parsed.findings[0].message.startswith("schema version 2 is newer")
 
 
 def test_every_reference_pointing_outside(tmp_path, monkeypatch):
@@ -1325,11 +1328,11 @@ def test_read_arguments_and_cleanup(tmp_path, monkeypatch):
     assert parsed.format == "etdump" and parsed.path == str(p)
     assert list(parsed.sources) == [str(p)] and parsed.info["debug_buffer"] is None
     assert sorted(parsed.builders) == sorted(TRACE_FRAMES)
-    assert isinstance(parsed.extra["etdump"], C.TraceColumns)
-    assert parsed.extra["etdump"].debug_path is None and parsed.extra["etdump"].debug_size == 0
+    assert isinstance(parsed.extra.etdump, C.TraceColumns)
+    assert parsed.extra.etdump.debug_path is None and parsed.extra.etdump.debug_size == 0
     parsed = etdump.read(src, data=[tmp_path / "full.bin"])
     assert list(parsed.sources) == [str(p), str(tmp_path / "full.bin")]
-    cols = parsed.extra["etdump"]
+    cols = parsed.extra.etdump
     assert (cols.path, cols.size, cols.debug_path, cols.debug_size) == \
         (str(p), len(data), str(tmp_path / "full.bin"), len(buf))
     for name, builder in parsed.builders.items():
@@ -1774,7 +1777,7 @@ def test_maps_rows_and_joins(tmp_path):
                       "5": {"delegate_map": None}}}
     p = map_record(tmp_path, dh=dh, dm=dm, nodes=nodes)
     art = wb.open(p)
-    arc = art._parsed.extra["etrecord"]
+    arc = art._parsed.extra.etrecord
     assert arc.debug_handles == [("forward", 0, 0, 1), ("forward", 3, 0, 2), ("forward", 3, 1, 1),
                                  ("forward", 3, 2, 9)]
     assert arc.delegates == [("forward", 1, "DemoBackend", "10", 0, 2),
@@ -1851,14 +1854,14 @@ def test_handles_name_nodes_of_their_method(tmp_path):
     assert categories(dh, "method") == ["forward", "encode"]
     dm = art.frames["delegate_map"]
     assert values(dm, "node") == ["e1"]
-    cols = art._parsed.extra["etrecord"]
+    cols = art._parsed.extra.etrecord
     rc = RC.RecordColumns(cols)
     by = rc._by_handle()
     assert sorted(((k, [n.name for n in v]) for k, v in by.items()), key=str) == [
         (("encode", 1), ["e1"]), (("forward", 1), ["f1"]), (("forward", 2), ["f2"])]
     # one edge program: its method and None both answer
     p = write_record(tmp_path, [("exported_program", exp), (EDGE, fwd)], name="one.etrecord")
-    by = RC.RecordColumns(wb.open(p)._parsed.extra["etrecord"])._by_handle()
+    by = RC.RecordColumns(wb.open(p)._parsed.extra.etrecord)._by_handle()
     assert sorted(((k, [n.name for n in v]) for k, v in by.items()), key=str) == [
         (("forward", 1), ["f1"]), (("forward", 2), ["f2"]), ((None, 1), ["f1"]),
         ((None, 2), ["f2"])]
@@ -1921,8 +1924,8 @@ def test_nodes_every_column(tmp_path):
         "debug_handles": ("int64", [7]), "schema_version": ("string", ["8.1"]),
         "dialect": ("string", ["EDGE"]),
     })
-    prog = art._parsed.extra["etrecord"].program(EDGE)
-    assert prog is art._parsed.extra["etrecord"].program(EDGE)  # parsed once
+    prog = art._parsed.extra.etrecord.program(EDGE)
+    assert prog is art._parsed.extra.etrecord.program(EDGE)  # parsed once
     assert [n.module_type for n in prog.nodes][:1] == ["torch.nn.Linear"]
 
 
@@ -2123,7 +2126,7 @@ def test_no_marker_and_duplicates(tmp_path):
                                 ("debug_handle_map", json.dumps({"forward": {"5": 2}}))],
                      name="dup.etrecord")
     art = wb.open(p)
-    assert sorted(art._parsed.findings, key=str) == [
+    assert sorted((f.as_dict() for f in art._parsed.findings), key=str) == [
         {"severity": "warning", "structure": "zip member 'debug_handle_map'", "offset": None,
          "message": "the name occurs more than once; the first member is used"},
         {"severity": "warning", "structure": "zip member 'exported_program'", "offset": None,
@@ -2182,7 +2185,7 @@ def test_damaged_members(tmp_path):
     q = tmp_path / "dmg.etrecord"
     q.write_bytes(bytes(data))
     art = wb.open(q)
-    assert art._parsed.findings == [
+    assert [x.as_dict() for x in art._parsed.findings] == [
         {"severity": "error", "structure": f"zip local header of {m['name']!r}",
          "offset": m["header_offset"],
          "message": f"member {m['name']!r} cannot be read (nor by Python's zipfile): bad "
@@ -2270,8 +2273,8 @@ def test_record_read_parsed(tmp_path):
         "members": 4, "programs": ["exported_program"], "export_graph_id": 9,
         "pickled_members": 1}
     assert sorted(parsed.builders) == sorted(RECORD_FRAMES)
-    arc = parsed.extra["etrecord"]
-    assert isinstance(arc, RR.Archive) and parsed.extra["zip"] is arc.zip
+    arc = parsed.extra.etrecord
+    assert isinstance(arc, RR.Archive) and parsed.extra.zip is arc.zip
     for name, builder in parsed.builders.items():
         assert builder.__name__ == f"{name}_columns" and builder.__self__.arc is arc
     assert parsed.findings == []
@@ -2368,7 +2371,7 @@ def test_debug_events_without_values_outputs_and_allocator_ids(tmp_path, monkeyp
 
 def test_map_json_bounds_and_offsets(tmp_path, monkeypatch):
     p = map_record(tmp_path, dh={"forward": {"1" * 18: [3], "0007": 4}})
-    assert wb.open(p)._parsed.extra["etrecord"].debug_handles == [
+    assert wb.open(p)._parsed.extra.etrecord.debug_handles == [
         ("forward", int("1" * 18), 0, 3), ("forward", 7, 0, 4)]
     # bad JSON: stored members name the byte where parsing failed, compressed ones cannot
     for deflate, want in (((), "offset"), (("debug_handle_map",), None)):

@@ -646,7 +646,7 @@ def test_unsafe_names_are_flagged(tmp_path, name):
     with wb.open(write(tmp_path, data)) as art:
         m = art.frames["members"]
         assert list(m.loc[m["unsafe_name"], "name"]) == [name]
-        msgs = [f["structure"] for f in art._parsed.findings if "unsafe" in f["message"]]
+        msgs = [f.structure for f in art._parsed.findings if "unsafe" in f.message]
         assert len(msgs) == 1 and "\x1b" not in msgs[0]  # control characters escaped
 
 
@@ -655,7 +655,7 @@ def test_plain_zip_without_archive_format(tmp_path):
     with wb.open(write(tmp_path, data, "plain.zip")) as art:
         assert art.format == "pt2" and len(art.tensors) == 0
         assert list(art.frames["members"]["kind"]) == ["other", "other"]
-        assert any("archive_format" in f["message"] for f in art._parsed.findings)
+        assert any("archive_format" in f.message for f in art._parsed.findings)
         assert art.segments["size"].sum() == len(data)
 
 
@@ -904,7 +904,7 @@ def test_aoti_blob_layout_from_the_wrapper(tmp_path):
         models = art.frames["models"].iloc[0]
         assert (models["kind"], models["device"], models["inputs"], models["outputs"]) == \
             ("aoti", "cpu", 1, 1)
-        assert any("skipped" in f["message"] for f in art._parsed.findings)
+        assert any("skipped" in f.message for f in art._parsed.findings)
         seg = art.segments
         assert list(seg.loc[seg["kind"] == "blob", "size"]) == [len(blob)]
 
@@ -914,7 +914,7 @@ def test_duplicate_member_names(tmp_path, base_zip):
     data, _ = build_zip([*base_zip, {"name": "arc/data/weights/weight_0", "data": bytes(24)}])
     with wb.open(write(tmp_path, data)) as art:
         np.testing.assert_array_equal(art.tensor("w"), first.reshape(2, 3))  # the first one
-        assert any("more than once" in f["message"] for f in art._parsed.findings)
+        assert any("more than once" in f.message for f in art._parsed.findings)
         assert len(art.frames["members"]) == len(base_zip) + 1
 
 

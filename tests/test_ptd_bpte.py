@@ -16,6 +16,7 @@ import pytest
 from helpers import check_invariants
 
 import workbench as wb
+from workbench import readpath
 from workbench.dtypes import SCALAR_TYPES
 
 PTDS = ["mlp_external.ptd", "mlp_xnnpack_external.ptd"]
@@ -346,10 +347,9 @@ def test_sibling_with_same_keys_but_other_layout_is_not_used(sample, tmp_path):
 def test_ptd_fast_and_scalar_paths_agree(sample, monkeypatch, name):
     import pandas as pd
 
-    from workbench.formats.ptd import reader as ptd_reader
 
     fast = wb.open(sample(name))
-    monkeypatch.setattr(ptd_reader, "FAST", False)
+    monkeypatch.setattr(readpath, "TIER", readpath.Tier.TABLES)
     slow = wb.open(sample(name))
     for k in fast.frames:
         pd.testing.assert_frame_equal(fast.frames[k], slow.frames[k])

@@ -19,6 +19,7 @@ from helpers import tensor_bytes, tensor_key
 from variants import BPTE_VARIANTS, VARIANTS, check, source_sample
 
 import workbench as wb
+from workbench import readpath
 
 PTE_VARIANTS = True  # pte_path: the samples and the layout variants (conftest.py)
 TENSOR_REQUIRED = ("name", "dtype", "shape", "nbytes", "storage", "file", "offset")
@@ -449,9 +450,8 @@ def test_memory_plan(pte_path, oracle, opened):
 def test_stored_offsets_on_scalar_path(pte_path, oracle, monkeypatch):
     """Constant and mutable tensor offsets, read with the vectorised path turned off (the
     scalar verifying path), are ExecuTorch's."""
-    from workbench.formats.pte import program as pte_program
 
-    monkeypatch.setattr(pte_program, "FAST", False)
+    monkeypatch.setattr(readpath, "TIER", readpath.Tier.TABLES)
     o = oracle.read(pte_path)
     want = {}
     for method, v, tensor in o.tensors():

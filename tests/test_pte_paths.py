@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from helpers import deadline, mutate, program_size
+from helpers import deadline, mutate, program_size, read_tier
 
 import workbench as wb
-from workbench.formats.pte import program as pte_program
+from workbench import readpath
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_models"
 PTE_VARIANTS = True  # pte_path: the samples and the layout variants (not in slow tests)
@@ -20,7 +20,7 @@ PTE_VARIANTS = True  # pte_path: the samples and the layout variants (not in slo
 
 def outcome(path, fast: bool, monkeypatch) -> tuple[str, dict | str]:
     """``("ok", frames)`` or ``("error", class name)``; other exceptions propagate."""
-    monkeypatch.setattr(pte_program, "FAST", fast)
+    monkeypatch.setattr(readpath, "TIER", read_tier(fast))
     try:
         with deadline(10):
             art = wb.open(path, data=[])
@@ -108,7 +108,7 @@ def test_instruction_walk_vectorised_equals_per_instruction(pte_path, monkeypatc
 
 @pytest.mark.production_thresholds
 def test_methods_below_the_threshold_take_the_scalar_instruction_readers(monkeypatch):
-    """``program.SCALAR_INSTRUCTIONS``: a method with fewer instructions is read and walked by
+    """``readpath.SCALAR_INSTRUCTIONS``: a method with fewer instructions is read and walked by
     the scalar readers (cheaper for a few rows), one with as many by the vectorised ones; the
     frames are the same either way."""
     from workbench.formats.pte import instructions, program
@@ -116,7 +116,7 @@ def test_methods_below_the_threshold_take_the_scalar_instruction_readers(monkeyp
     path = SAMPLES / "kv_cache.pte"
     with wb.open(path, data=[]) as art:
         count = int(art.frames["methods"]["instructions"].max())
-    assert 0 < count < program.SCALAR_INSTRUCTIONS  # the shipped value takes the scalar path
+    assert 0 < count < readpath.SCALAR_INSTRUCTIONS  # the shipped value takes the scalar path
 
     def read(threshold):
         calls = []
@@ -128,7 +128,7 @@ def test_methods_below_the_threshold_take_the_scalar_instruction_readers(monkeyp
             return wrapper
 
         with monkeypatch.context() as m:
-            m.setattr(program, "SCALAR_INSTRUCTIONS", threshold)
+            m.setattr(readpath, "SCALAR_INSTRUCTIONS", threshold)
             m.setattr(program.ProgramReader, "_instructions_slow",
                       spy("open", program.ProgramReader._instructions_slow))
             m.setattr(instructions, "_slow", spy("records", instructions._slow))
@@ -138,7 +138,7 @@ def test_methods_below_the_threshold_take_the_scalar_instruction_readers(monkeyp
                 frames = {n: art.frames[n] for n in ("methods", *INSTRUCTION_FRAMES)}
         return sorted(set(calls)), frames
 
-    shipped, frames = read(program.SCALAR_INSTRUCTIONS)
+    shipped, frames = read(readpath.SCALAR_INSTRUCTIONS)
     assert shipped == ["open", "records", "walk"]
     at, frames_at = read(count)  # as many instructions as the threshold: vectorised
     assert at == []

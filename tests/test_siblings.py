@@ -201,7 +201,7 @@ def test_no_candidate_no_blob_scan(tmp_path, sample, monkeypatch):
         assert not scanned
         assert art.frames["named_data"]["used_by"].notna().all()
         assert not scanned
-        assert art._parsed.extra["wanted_keys"]() == 0
+        assert art._parsed.extra.wanted_keys() == 0
         assert scanned  # the count of wanted keys is worked out on demand
 
 

@@ -18,11 +18,11 @@ from types import SimpleNamespace
 
 import pandas as pd
 import pytest
+from helpers import read_tier
 
 import workbench as wb
-from workbench import cli
+from workbench import cli, memory_plan, readpath
 from workbench.formats.pte import instructions as pte_instructions
-from workbench.formats.pte import program as pte_program
 from workbench.frames import SCHEMAS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -111,7 +111,7 @@ def test_instructions_equal_the_deserializer(path):
 def test_frames_follow_the_schemas_and_fast_equals_slow(path, monkeypatch):
     frames = {}
     for fast in (True, False):
-        monkeypatch.setattr(pte_program, "FAST", fast)
+        monkeypatch.setattr(readpath, "TIER", read_tier(fast))
         art = wb.open(path)
         frames[fast] = {n: art.frames[n] for n in PROGRAM_FRAMES}
     for name in PROGRAM_FRAMES:
@@ -189,9 +189,9 @@ def test_peak_counts_aliased_ranges_once_and_falls_back_to_a_sum(monkeypatch):
 
     lo, hi = np.array([0, 0, 1]), np.array([2, 2, 1])
     off, nb = np.array([0, 0, 100]), np.array([64, 64, 8])
-    assert pte_instructions._peak(lo, hi, off, nb) == (72, 1, True)
-    monkeypatch.setattr(pte_instructions, "MAX_UNION_WORK", 0)
-    assert pte_instructions._peak(lo, hi, off, nb) == (136, 1, False)
+    assert memory_plan.peak(lo, hi, off, nb) == (72, 1, True)
+    monkeypatch.setattr(memory_plan, "MAX_UNION_WORK", 0)
+    assert memory_plan.peak(lo, hi, off, nb) == (136, 1, False)
 
 
 # ----------------------------------------------------------------------------- the join
@@ -509,7 +509,7 @@ def test_node_and_module_lists_name_each_once():
 
 @pytest.mark.parametrize("seed", range(5))
 def test_peak_grid_equals_the_loop_over_positions(seed, monkeypatch):
-    """_peak's (position x byte piece) grid gives exactly what the loop over positions gives:
+    """memory_plan.peak's (position x byte piece) grid gives exactly what the loop over positions gives:
     the same peak, the same (first) position, aliases counted once, rows live nowhere
     (hi < lo) and empty tensors ignored."""
     import numpy as np
@@ -521,8 +521,8 @@ def test_peak_grid_equals_the_loop_over_positions(seed, monkeypatch):
         hi = lo + rng.integers(-3, 20, n)
         off = rng.integers(0, 60, n) * rng.choice([1, 16])
         nb = rng.integers(0, 48, n)
-        fast = pte_instructions._peak(lo, hi, off, nb)
-        monkeypatch.setattr(pte_instructions, "MAX_PEAK_GRID", 0)
-        loop = pte_instructions._peak(lo, hi, off, nb)
+        fast = memory_plan.peak(lo, hi, off, nb)
+        monkeypatch.setattr(memory_plan, "MAX_PEAK_GRID", 0)
+        loop = memory_plan.peak(lo, hi, off, nb)
         monkeypatch.undo()
         assert fast == loop

@@ -24,8 +24,8 @@ import numpy as np
 import pytest
 
 import workbench as wb
+from workbench import readpath
 from workbench.formats.delegates import dequantize, inspect_blob, tensor_columns
-from workbench.formats.delegates import xnnpack as xnn
 from workbench.frames import build
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -272,7 +272,7 @@ def test_constant_bytes_are_where_the_records_say(path):
 @pytest.mark.parametrize("path", FILES, ids=_ids(FILES))
 def test_fast_and_scalar_readers_agree(path, monkeypatch):
     fast = blobs(path)
-    monkeypatch.setattr(xnn, "FAST", False)
+    monkeypatch.setattr(readpath, "TIER", readpath.Tier.TABLES)
     slow = blobs(path)
     for (_, a, _), (_, b, _) in zip(fast, slow):
         ta = build("delegate_tensors", tensor_columns([a]))

@@ -72,7 +72,7 @@ def open(  # noqa: A001 - the public verb
                 ".ptd (FT01), .bpte (BP08) or .pt2 (zip)", file=src.path,
                 structure="file header", offset=0)
         if reader is not formats.pte:
-            if data and not getattr(reader, "TAKES_DATA", False):
+            if data and not reader.TAKES_DATA:
                 raise TypeError(f"data= applies to .pte programs and ETDump traces, not to "
                                 f"{reader.FORMAT} files")
             with no_gc():

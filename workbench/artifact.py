@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 from . import _tensor
 from . import frames as _frames
 from ._fmt import human_bytes, no_gc
-from .formats.parsed import Parsed
+from .errors import Finding
+from .formats.parsed import FrameView, Parsed
 from .vocab import SCAN_KINDS
 
 if TYPE_CHECKING:
@@ -81,12 +82,16 @@ class Artifact:
         self._by_name: dict[Any, tuple[str, int]] | None = None
 
     # -- frames ---------------------------------------------------------------------------
-    def _columns(self, name: str, builder: Callable[[], dict[str, Any]] | None = None
+    def _columns(self, name: str, builder: Callable[[], dict[str, Any]] | FrameView | None = None
                  ) -> dict[str, Any]:
         cols = self._cols.get(name)
         if cols is None:
             self.ensure_fresh(f"frame {name!r}")  # builders read the maps
-            cols = (builder or self._parsed.builders[name])()
+            builder = builder or self._parsed.builders[name]
+            if isinstance(builder, FrameView):  # a view over other frames
+                cols = builder.compute(*(self.frames[n] for n in builder.inputs))
+            else:
+                cols = builder()
             self._cols[name] = cols
         return cols
 
@@ -127,7 +132,7 @@ class Artifact:
         Its offsets are absolute within the ``.bpte``; its ``segments`` cover only the
         embedded program's byte range.
         """
-        inner = self._parsed.extra.get("program")
+        inner = self._parsed.extra.program
         if inner is None:
             raise AttributeError(f"{self.format} artifacts have no embedded program")
         prog = Artifact(inner)
@@ -163,10 +168,10 @@ class Artifact:
         return MappingProxyType(self._parsed.sources)
 
     @property
-    def findings(self) -> tuple[dict[str, Any], ...]:
-        """What the reader noticed while parsing without refusing the file (dicts with
-        ``severity``, ``category``, ``structure``, ``offset``, ``message``); :meth:`validate`
-        gives these and its own checks as a frame."""
+    def findings(self) -> tuple[Finding, ...]:
+        """What the reader noticed while parsing without refusing the file
+        (:class:`~workbench.errors.Finding`: ``severity``, ``structure``, ``offset``,
+        ``message``); :meth:`validate` gives these and its own checks as a frame."""
         return tuple(self._parsed.findings)
 
     def validate(self) -> pd.DataFrame:

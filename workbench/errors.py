@@ -17,9 +17,11 @@ Example:
 from __future__ import annotations
 
 import os
+from dataclasses import asdict, dataclass
 from typing import Any
 
 __all__ = [
+    "Finding",
     "ArtifactError",
     "UnknownFormatError",
     "TruncatedError",
@@ -31,6 +33,33 @@ __all__ = [
     "StaleFileError",
     "MissingKernelError",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """A non-fatal observation about an artifact: one row of the findings frame
+    (``Artifact.validate()``). Readers, delegate parsers and checks all make these.
+
+    Attributes:
+        severity: ``info``, ``warning`` or ``error``.
+        structure: what it is about, e.g. ``"Program.constant_buffer"`` or ``"tensor 'w'"``.
+        offset: absolute byte offset in the file (or ``None``).
+        message: what was noticed.
+
+    Example:
+        >>> f = Finding("warning", "Program.constant_buffer", 24, "legacy inline constants")
+        >>> f.severity, f.as_dict()["offset"]
+        ('warning', 24)
+    """
+
+    severity: str
+    structure: str
+    offset: int | None
+    message: str
+
+    def as_dict(self) -> dict[str, Any]:
+        """The finding as a plain dict (``severity``, ``structure``, ``offset``, ``message``)."""
+        return asdict(self)
 
 
 class ArtifactError(ValueError):

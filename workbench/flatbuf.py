@@ -31,7 +31,7 @@ from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING
 
-from .errors import CorruptError, OutOfBoundsError, TruncatedError
+from .errors import CorruptError, Finding, OutOfBoundsError, TruncatedError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -85,7 +85,7 @@ class FlatBuffer:
         *,
         identifier: bytes | None = None,
         name: str = "flatbuffer",
-        findings: list[dict] | None = None,
+        findings: list[Finding] | None = None,
     ) -> None:
         src.check(base, end - base, f"{name} flatbuffer")
         self.src = src
@@ -97,7 +97,7 @@ class FlatBuffer:
         self._vtables: dict[int, tuple[int, tuple[int, ...]]] = {}
         #: oddities the official verifier accepts (dicts: severity, structure, offset,
         #: message); pass the reader's own list to collect them there.
-        self.findings: list[dict] = [] if findings is None else findings
+        self.findings: list[Finding] = [] if findings is None else findings
         self._noted: set[tuple[int, int, int]] = set()  # (vtable, field, kind) already noted
         # Upper bound on vector elements read in total: a well-formed buffer stores each
         # element once, so 2x its size (+ slack) is never reached unless data is shared
@@ -150,8 +150,7 @@ class FlatBuffer:
               message: str) -> None:
         self._noted.add(key)
         if len(self.findings) < 1000:
-            self.findings.append({"severity": severity, "structure": what, "offset": pos,
-                                  "message": message})
+            self.findings.append(Finding(severity, what, pos, message))
 
     def charge(self, n: int, what: str, offset: int) -> None:
         """Account for ``n`` elements about to be read (guards against amplification)."""

@@ -8,13 +8,15 @@ problems the reader noted while parsing plus checks over the frames — as a fra
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
+
+from .errors import Finding
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from .artifact import Artifact
+    from .formats.parsed import Extra
 
 __all__ = ["validate"]
 
@@ -22,7 +24,7 @@ __all__ = ["validate"]
 TENSOR_ALIGNMENT = 16
 
 
-def validate(art: Artifact, extra: Mapping[str, Any] | None = None) -> pd.DataFrame:
+def validate(art: Artifact, extra: Extra | None = None) -> pd.DataFrame:
     """Run every check on ``art``; returns the findings frame (empty when all is well).
 
     Args:
@@ -38,13 +40,14 @@ def validate(art: Artifact, extra: Mapping[str, Any] | None = None) -> pd.DataFr
     import pandas as pd
 
     from . import frames as _frames
+    from .formats.parsed import Extra
 
     frames = art.frames
     for name in frames:  # builders may add findings while they run
         frames[name]
-    extra = extra or {}
+    extra = extra or Extra()
     sources = art.sources
-    found: list[dict[str, Any]] = list(art.findings)
+    found: list[Finding] = list(art.findings)
     seg = frames["segments"]
     for file, group in seg.groupby("file", sort=False):
         size = sources[file].size if file in sources else None
@@ -102,20 +105,20 @@ def validate(art: Artifact, extra: Mapping[str, Any] | None = None) -> pd.DataFr
         found.extend(_kernel_findings(art))
     found.extend(_data_choice(art, extra))
     return _frames.build("findings", {
-        "severity": [x["severity"] for x in found],
-        "structure": [x["structure"] for x in found],
-        "offset": [x.get("offset") for x in found],
-        "message": [x["message"] for x in found],
+        "severity": [x.severity for x in found],
+        "structure": [x.structure for x in found],
+        "offset": [x.offset for x in found],
+        "message": [x.message for x in found],
     })
 
 
 def _coverage(art: Artifact, file: str, size: int | None, group: pd.DataFrame,
-              extra: Mapping[str, Any]) -> list[dict[str, Any]]:
+              extra: Extra) -> list[Finding]:
     """The rows of one file must tile it: sorted, each starting where the one before ends,
     from 0 to the file size (for a program embedded in a ``.bpte``: its own byte range)."""
     if size is None:
         return []
-    lo, hi = extra.get("span", (0, size)) if file == art.path else (0, size)
+    lo, hi = (extra.span or (0, size)) if file == art.path else (0, size)
     off = group["offset"].to_numpy("int64")
     end = off + group["size"].to_numpy("int64")
     breaks = (off[1:] != end[:-1]).nonzero()[0]
@@ -130,7 +133,7 @@ def _coverage(art: Artifact, file: str, size: int | None, group: pd.DataFrame,
     return []
 
 
-def _data_choice(art: Artifact, extra: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _data_choice(art: Artifact, extra: Extra) -> list[Finding]:
     """``info`` findings saying which ``.ptd`` files next to a program were attached and why,
     and which other ``.ptd`` files there would also have fitted (they are parsed here, not at
     open: candidates are tried named-like-the-program first and only until every key is
@@ -142,11 +145,12 @@ def _data_choice(art: Artifact, extra: Mapping[str, Any]) -> list[dict[str, Any]
     from .formats.pte import sibling_data_files
     from .source import Source
 
-    choice: dict[str, tuple[str, int]] = extra.get("data_choice") or {}
+    choice = extra.data_choice
     auto = [path for path, (how, _) in choice.items() if how == "sibling"]
     if not auto:
         return []
-    wanted = extra["wanted_keys"]()
+    assert extra.wanted_keys is not None and extra.resolves is not None  # (a program's)
+    wanted = extra.wanted_keys()
     stem = os.path.splitext(os.path.basename(art.path))[0]
     out = []
     named = [p for p in auto if os.path.splitext(os.path.basename(p))[0] == stem]
@@ -165,7 +169,7 @@ def _data_choice(art: Artifact, extra: Mapping[str, Any]) -> list[dict[str, Any]
         except OSError:
             continue
         try:
-            hits = extra["resolves"](ptd.read(src)) if ptd.detect(src.head(8)) else set()
+            hits = extra.resolves(ptd.read(src)) if ptd.detect(src.head(8)) else set()
         except ArtifactError:
             hits = set()
         finally:
@@ -178,7 +182,7 @@ def _data_choice(art: Artifact, extra: Mapping[str, Any]) -> list[dict[str, Any]
     return out
 
 
-def _kernel_findings(art: Artifact) -> list[dict[str, Any]]:
+def _kernel_findings(art: Artifact) -> list[Finding]:
     """A ``warning`` per operator that the program's kernel calls use and the installed
     ExecuTorch runtime does not register (even with every kernel library imported); an
     ``info`` saying the check could not be made when ExecuTorch is not installed."""
@@ -205,7 +209,7 @@ def _kernel_findings(art: Artifact) -> list[dict[str, Any]]:
 MAX_SCALE_BYTES = 256 << 20
 
 
-def _scale_findings(art: Artifact, dt: pd.DataFrame) -> list[dict[str, Any]]:
+def _scale_findings(art: Artifact, dt: pd.DataFrame) -> list[Finding]:
     """``warning`` findings for quantized delegate tensors whose scales are not finite (NaN
     or infinite): their dequantized values are NaN or infinite where those scales apply."""
     import numpy as np
@@ -260,7 +264,7 @@ def _int(v: Any) -> int | None:
     return None if _na(v) else int(v)
 
 
-def _arg_indices(methods: pd.DataFrame, ins: pd.DataFrame) -> list[dict[str, Any]]:
+def _arg_indices(methods: pd.DataFrame, ins: pd.DataFrame) -> list[Finding]:
     """Instruction arguments that index no value of their method (the runtime refuses to
     load such a method)."""
     import pandas as pd
@@ -280,6 +284,5 @@ def _arg_indices(methods: pd.DataFrame, ins: pd.DataFrame) -> list[dict[str, Any
     return out
 
 
-def _f(severity: str, structure: str, offset: int | None, message: str) -> dict[str, Any]:
-    return {"severity": severity, "structure": structure,
-            "offset": None if offset is None else int(offset), "message": message}
+def _f(severity: str, structure: str, offset: int | None, message: str) -> Finding:
+    return Finding(severity, structure, None if offset is None else int(offset), message)

@@ -27,9 +27,11 @@ from . import columns
 from .reader import case_name, test_cases
 from .schema import BundledProgram
 
-__all__ = ["FORMAT", "MAGIC", "case_name", "detect", "read"]
+__all__ = ["FORMAT", "TAKES_DATA", "MAGIC", "case_name", "detect", "read"]
 
 FORMAT = "bpte"
+#: A bundled program takes no ``data=``.
+TAKES_DATA = False
 MAGIC = b"BP08"
 
 
@@ -65,5 +67,5 @@ def read(src: Source) -> Parsed:
     parsed.builders["test_cases"] = lambda: columns.test_cases(cases, src.path)
     parsed.tensor_frames = ["tensors", "test_cases"]
     parsed.findings = inner.findings  # shared: the inner builders add findings lazily
-    parsed.extra["program"] = inner
+    parsed.extra.program = inner
     return parsed

@@ -33,7 +33,7 @@ def test_cases(cases: list[TestValue], file: str) -> dict[str, list]:
 
 def segments_raw(src: Source, inner: Parsed, cases: list[TestValue]) -> dict[str, Any]:
     """Raw segment columns of the .bpte: its root, the program's rows, the test data."""
-    cols = inner.extra["segments_raw"]()
+    cols = inner.extra.segments_raw()
     rows = [(0, 8, "flatbuffer root", "header", None, "root offset + BP08")]
     rows += list(zip(cols["offset"].tolist(), cols["size"].tolist(),
                      [f"program: {n}" for n in cols["name"].tolist()], cols["kind"].tolist(),

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ...errors import ArtifactError, CorruptError, OutOfBoundsError, TruncatedError
+from ...errors import ArtifactError, CorruptError, Finding, OutOfBoundsError, TruncatedError
 
 __all__ = ["Blob", "BlobInfo", "Finding", "SubSegment", "rebased"]
 
@@ -42,21 +42,6 @@ class SubSegment(NamedTuple):
     kind: str
     offset: int
     size: int
-
-
-class Finding(NamedTuple):
-    """A non-fatal observation: ``severity`` is ``info``, ``warning`` or ``error``;
-    ``offset`` is absolute (or ``None``).
-
-    Example:
-        >>> Finding("info", "blob", 0, "no parser")._asdict()["severity"]
-        'info'
-    """
-
-    severity: str
-    structure: str
-    offset: int | None
-    message: str
 
 
 @dataclass

@@ -37,6 +37,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
+from ...errors import Finding
 from ...flatbuf import FlatBuffer
 from ...source import Source
 from ..parsed import Parsed
@@ -47,7 +48,7 @@ from .schema import FILE_IDENTIFIER, VERSION, ETDump
 __all__ = ["FORMAT", "MAGIC", "TAKES_DATA", "detect", "read"]
 
 FORMAT = "etdump"
-#: wb.open(path, data=[debug_buffer]) passes the debug buffer to read().
+#: ``wb.open(path, data=[debug_buffer])`` passes the debug buffer to :func:`read`.
 TAKES_DATA = True
 MAGIC = FILE_IDENTIFIER
 
@@ -115,7 +116,7 @@ def read(src: Source, data: Sequence[str | os.PathLike[str]] | None = None) -> P
         "runs": cols.runs_columns, "events": cols.events_columns,
         "allocations": cols.allocations_columns, "debug_values": cols.debug_values_columns,
     })
-    parsed.extra["etdump"] = cols
+    parsed.extra.etdump = cols
     return parsed
 
 
@@ -125,22 +126,22 @@ def _findings(parsed: Parsed, src: Source, header: Header, version: int, records
     tensors that do not fit the attached debug buffer."""
     find = parsed.findings
     if version != VERSION:
-        find.append({"severity": "warning", "structure": "ETDump.version",
-                     "offset": header.base, "message": f"schema version {version} is newer "
-                     f"than the known version {VERSION}; fields may be misread"})
+        find.append(Finding("warning", "ETDump.version", header.base,
+                            f"schema version {version} is newer than the known version "
+                            f"{VERSION}; fields may be misread"))
     runs = records.runs  # type: ignore[attr-defined]
     unknown = int(runs["unknown"].sum())
     if unknown:
-        find.append({"severity": "warning", "structure": "ETDump.run_data[].events",
-                     "offset": None, "message": f"{unknown} events have none of profile_event, "
-                     "allocation_event, debug_event set (a newer event type?): not listed"})
+        find.append(Finding("warning", "ETDump.run_data[].events", None,
+                            f"{unknown} events have none of profile_event, "
+                            "allocation_event, debug_event set (a newer event type?): not listed"))
     d = records.debug  # type: ignore[attr-defined]
     if debug is not None:
         has = d["code"] >= 0
         past = has & (d["offset"] + d["nbytes"] > debug.size)
         if past.any():
             k = int(past.argmax())
-            find.append({"severity": "error", "structure": f"debug value {d['run'][k]}/"
-                         f"{d['index'][k]}", "offset": int(d["offset"][k]),
-                         "message": f"{int(past.sum())} logged tensors run past the end of the "
-                         f"debug buffer {debug.name} (size 0x{debug.size:x}): wrong file?"})
+            find.append(Finding("error", f"debug value {d['run'][k]}/{d['index'][k]}",
+                                int(d["offset"][k]),
+                                f"{int(past.sum())} logged tensors run past the end of the "
+                                f"debug buffer {debug.name} (size 0x{debug.size:x}): wrong file?"))

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ... import readpath
 from ..._cols import filled, objects
 from ..._vecfb import SlowPath, Tables, VecReader, unique_tuples
 from ...dtypes import SCALAR_TYPES
@@ -38,8 +39,6 @@ from .schema import (
     Value,
 )
 
-#: Try the vectorised path first (tests turn it off to compare with the scalar path).
-FAST = True
 #: A logged tensor of this many bytes or more is corrupt (it would overflow int64 columns).
 MAX_TENSOR_BYTES = TENSOR_MAX_BYTES
 _ITEMSIZE = np.zeros(max(SCALAR_TYPES) + 1, np.int64)
@@ -233,12 +232,8 @@ class Records:
 
 def read_records(src: Source, fb: FlatBuffer, root: Table) -> Records:
     """All records of the ETDump whose root table is ``root`` (fast path, else scalar)."""
-    try:
-        if not FAST:
-            raise SlowPath("disabled")
-        return _Fast(src, fb, root).read()
-    except SlowPath:
-        return _Slow(src, root).read()
+    return readpath.chosen().read(lambda: _Fast(src, fb, root).read(),
+                                  lambda: _Slow(src, root).read())
 
 
 # ------------------------------------------------------------------------------ fast path

@@ -33,9 +33,11 @@ from .columns import RecordColumns
 from .reader import Archive
 from .schema import MARKER
 
-__all__ = ["FORMAT", "MAGIC", "detect", "read"]
+__all__ = ["FORMAT", "TAKES_DATA", "MAGIC", "detect", "read"]
 
 FORMAT = "etrecord"
+#: An ETRecord takes no ``data=``.
+TAKES_DATA = False
 MAGIC = MARKER.encode("ascii")
 _NAME_LENGTH = struct.Struct("<H")
 #: A zip local header is 30 bytes; the member name follows it.
@@ -85,6 +87,6 @@ def read(src: Source) -> Parsed:
         "nodes": cols.nodes_columns, "debug_handles": cols.debug_handles_columns,
         "delegate_map": cols.delegate_map_columns,
     })
-    parsed.extra["zip"] = arc.zip
-    parsed.extra["etrecord"] = arc
+    parsed.extra.zip = arc.zip
+    parsed.extra.etrecord = arc
     return parsed

@@ -14,7 +14,7 @@ from collections import deque
 from typing import Any
 
 from ..._json import loads as checked_loads
-from ...errors import CorruptError
+from ...errors import CorruptError, Finding
 from ...limits import JSON_MAX_BYTES
 from ...source import Source
 from .._zip import LOCAL_MAGIC, ZipDirectory, ZipEntry
@@ -84,17 +84,16 @@ class Archive:
             raise CorruptError(f"no {S.MARKER} marker member: not an ETRecord",
                                file=self.path, structure="zip central directory",
                                offset=self.zip.cd_offset)
-        self.findings: list[dict[str, Any]] = []
+        self.findings: list[Finding] = []
         self.kinds: list[str] = []
         self.programs_of: list[str | None] = []
         self.pickled: list[bool] = []
         self.unsafe: list[bool] = []
         self.damaged: list[bool] = self.zip.damaged.tolist()
         for i, err in self.zip.problems:
-            self.findings.append({
-                "severity": "error", "structure": err.structure, "offset": err.offset,
-                "message": f"member {self.zip.names[i]!r} cannot be read (nor by Python's "
-                           f"zipfile): {err.detail}; frames built from it are empty"})
+            self.findings.append(Finding("error", err.structure, err.offset,
+                                         f"member {self.zip.names[i]!r} cannot be read (nor by Python's "
+                                         f"zipfile): {err.detail}; frames built from it are empty"))
         for i, name in enumerate(self.zip.names):
             kind, program = S.member_kind(name)
             e = self.zip.entry(i)
@@ -110,9 +109,9 @@ class Archive:
                                                     "reference_outputs", "representative_inputs"))
             self.unsafe.append(_UNSAFE.search(name) is not None)
         for name in self.zip.duplicates:
-            self.findings.append({"severity": "warning", "structure": f"zip member {name!r}",
-                                  "offset": None, "message": "the name occurs more than once; "
-                                  "the first member is used"})
+            self.findings.append(Finding("warning", f"zip member {name!r}", None,
+                                         "the name occurs more than once; "
+                                         "the first member is used"))
         self._programs: dict[str, Program] = {}
         index = self.zip.index
         self.program_names = [n for i, (n, k) in enumerate(zip(self.zip.names, self.kinds))

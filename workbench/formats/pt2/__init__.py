@@ -49,8 +49,10 @@ from .graph_json import graph_stats
 from .schema import AOTI_ALIGN, FORMAT, FULL_PARSE_LIMIT, MAGIC, METADATA_LIMIT, SERDE_DTYPES
 
 __all__ = ["AOTI_ALIGN", "FORMAT", "FULL_PARSE_LIMIT", "MAGIC", "METADATA_LIMIT", "SERDE_DTYPES",
-           "detect", "elf_symbol_range", "graph_stats", "read"]
+           "TAKES_DATA", "detect", "elf_symbol_range", "graph_stats", "read"]
 
+#: A ``.pt2`` archive takes no ``data=``.
+TAKES_DATA = False
 #: Frame name -> builder (each takes the :class:`Archive`).
 BUILDERS = {"segments": segments_columns, "tensors": tensors_columns, "members": members_columns,
             "models": models_columns, "graph": graph_columns}

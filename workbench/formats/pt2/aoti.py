@@ -123,7 +123,7 @@ class AotiPackage:
                 info.device = device
             except CorruptError as exc:
                 arc.find("warning", where, f"metadata: {exc.detail}", meta.data_offset)
-        arc.models[f"{self.model}" if self.model not in arc.models else f"{self.model}/aoti"] = info
+        arc.add_model(self.model, info)
         if wrapper is None:
             arc.find("warning", where, "no generated wrapper source: constants cannot be listed")
             return
@@ -164,7 +164,7 @@ class AotiPackage:
                 arc.find("warning", f"{where} constant {escape(fqn)!r}",
                          f"view reaches {reach} bytes, data_size is {c.get('data_size')}")
         if holder is not None and not folded:
-            arc.used_by.setdefault(holder.index, []).append(fqn)
+            arc.use(holder.index, fqn)
         arc.add_row(TensorRow(
             fqn=fqn, model=self.model, kind=CONSTANT_KIND.get(c.get("type"), "constant"),
             dtype=dtype, shape=shape, strides=strides, storage_offset=c.get("offset"),
@@ -237,7 +237,7 @@ class AotiPackage:
             return STORAGE_SO, None, so
         start, end = region
         if end - start >= total:
-            arc.so_regions[so.index] = (start, start + total)
+            arc.add_so_region(so.index, start, start + total)
             return STORAGE_SO, start, so
         if end - start == 16:
             # Large weights (> 2 GB) are appended to the .so, page-aligned, followed by a magic
@@ -246,7 +246,7 @@ class AotiPackage:
             tail = so.data_end - 8
             if size_plus - 8 == total and tail - total >= so.data_offset and \
                     struct.unpack_from("<q", arc.src.buf, tail)[0] == magic:
-                arc.so_regions[so.index] = (tail - total, so.data_end)
+                arc.add_so_region(so.index, tail - total, so.data_end)
                 return STORAGE_SO, tail - total, so
         arc.find("warning", where, f"constants need {total} bytes, the shared object's "
                   f"constants region holds {end - start}: offsets unknown", start)

@@ -1,6 +1,12 @@
 """The archive: zip members classified by path (weights, constants, configs, graphs,
 AOTInductor files, pickles, metadata), names checked, small metadata read, and the tensor
-rows of every config and AOTInductor package collected (see :mod:`.config`, :mod:`.aoti`)."""
+rows of every config and AOTInductor package collected.
+
+This module owns :class:`Archive` and everything it holds: :mod:`.config` and :mod:`.aoti`
+read members and hand their results to the archive's ``add_*`` / ``claim*`` methods, and
+:mod:`.columns` only reads it (its two caches, :meth:`Archive.used_text` and
+:meth:`Archive.graph`, live here too). No other module writes an archive's attributes.
+"""
 
 from __future__ import annotations
 
@@ -10,12 +16,13 @@ from typing import Any
 
 from ..._fmt import escape
 from ..._json import loads as checked_loads
-from ...errors import CorruptError
+from ...errors import CorruptError, Finding
 from ...source import Source
 from .._zip import LOCAL_MAGIC, METHODS, ZipDirectory, ZipEntry
 from .aoti import AotiPackage
 from .columns import ROW_FIELDS, Model, TensorRow
 from .config import read_config
+from .graph_json import graph_stats
 from .schema import (
     AOTI_BLOB_SUFFIX,
     AOTI_DIR,
@@ -100,7 +107,7 @@ class Archive:
         self.src = src
         self.path = src.path
         self.zip = ZipDirectory(src)
-        self.findings: list[dict[str, Any]] = []
+        self.findings: list[Finding] = []
         names = self.zip.names
         n = len(names)
         self.info: dict[str, Any] = {"members": n, "zip64": self.zip.zip64}
@@ -114,10 +121,10 @@ class Archive:
         self.rows: dict[str, list] = {f: [] for f in ROW_FIELDS}
         self.models: dict[str, Model] = {}
         self.so_regions: dict[int, tuple[int, int]] = {}  # .so entry index -> constants range
-        self.graph_cache: dict[str, dict[str, Any]] = {}
+        self._graphs: dict[str, dict[str, Any]] = {}  # see graph()
         self.aoti: dict[str, list[ZipEntry]] = {}  # data/aotinductor/<model>/ members
         self.program_members: list[int] = []  # graph and config members, in order
-        self.used_cache: Any = None  # see columns._used_text
+        self._used_text: Any = None  # see used_text()
         self._check_names()
         self._classify()
         self._metadata()
@@ -126,17 +133,89 @@ class Archive:
         self._sniff_pickles()
         self.name_rows()
 
+    # -- what the readers of configs and AOTInductor packages add ------------------------------
     def add_row(self, row: TensorRow) -> None:
         """Append one tensor row."""
         for col, value in zip(self.rows.values(), row):  # (rows: ROW_FIELDS in order)
             col.append(value)
 
+    def add_rows(self, rows: TensorRow) -> None:
+        """Append many tensor rows, given column by column (each field a list)."""
+        for field, values in rows._asdict().items():
+            self.rows[field].extend(values)
+
+    def claim(self, member: int, model: str, fqn: str, pickled: bool = False) -> None:
+        """Member ``member`` holds the bytes of tensor ``fqn`` of ``model`` (``pickled``: as
+        a pickle, which makes it a pickle member)."""
+        if pickled:
+            self.pickled[member] = True
+            self.roles[member] = KIND_PICKLE
+        self.models_of[member] = self.models_of[member] or model
+        self.use(member, fqn)
+
+    def use(self, member: int, fqn: str) -> None:
+        """Member ``member`` holds (some of) the bytes of tensor ``fqn``."""
+        self.used_by.setdefault(member, []).append(fqn)
+
+    def claim_many(self, members: list[int], model: str, fqns: list[str]) -> None:
+        """:meth:`claim` (not pickled) for each ``(members[k], fqns[k])``, at once."""
+        import numpy as np
+
+        idx = np.array(members, np.int64)
+        models_of = np.array(self.models_of, object)
+        models_of[idx[np.equal(models_of[idx], None)]] = model
+        self.models_of = models_of.tolist()
+        used = self.used_by
+        if len(set(members)) == len(members) and used.keys().isdisjoint(members):
+            used.update(zip(members, map(list, zip(fqns))))
+        else:
+            for i, fqn in zip(members, fqns):
+                users = used.get(i)
+                if users is None:
+                    used[i] = [fqn]
+                else:
+                    users.append(fqn)
+
+    def add_model(self, name: str, info: Model) -> None:
+        """Record an AOTInductor model (as ``<name>/aoti`` when an exported program already
+        has ``name``)."""
+        self.models[name if name not in self.models else f"{name}/aoti"] = info
+
+    def add_so_region(self, member: int, start: int, end: int) -> None:
+        """The constants of the shared object ``member`` lie at ``[start, end)``."""
+        self.so_regions[member] = (start, end)
+
+    # -- what the frame builders read (computed once) -------------------------------------------
+    def used_text(self) -> Any:
+        """Per member, the names of the tensors whose bytes it holds (``"; "``-joined), as
+        an object array."""
+        import numpy as np
+
+        from ..._cols import objects
+
+        text = self._used_text
+        if text is None:
+            text = self._used_text = np.full(len(self.roles), "", object)
+            used = self.used_by
+            if used:
+                text[np.fromiter(used, np.int64, len(used))] = objects(
+                    list(map("; ".join, used.values())))
+        return text
+
+    def graph(self, model: str) -> dict[str, Any]:
+        """:func:`~.graph_json.graph_stats` of exported program ``model``'s graph member."""
+        stats = self._graphs.get(model)
+        if stats is None:
+            e = self.models[model].entry
+            stats = graph_stats(self.zip.content(e, METADATA_LIMIT), self.path, e)
+            self._graphs[model] = stats
+        return stats
+
     # -- findings ---------------------------------------------------------------------------
     def find(self, severity: str, structure: str, message: str,
              offset: int | None = None) -> None:
-        """Record a finding (see :class:`~workbench.formats.parsed.Finding`)."""
-        self.findings.append({"severity": severity, "structure": structure, "offset": offset,
-                              "message": message})
+        """Record a finding (see :class:`~workbench.errors.Finding`)."""
+        self.findings.append(Finding(severity, structure, offset, message))
 
     def _check_names(self) -> None:
         zd = self.zip

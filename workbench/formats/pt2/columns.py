@@ -10,8 +10,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from ..._cols import align, factorized, filled, ints, objects, string_array, strings
 from ...errors import CorruptError
 from .._zip import ZipEntry
-from .graph_json import graph_stats
-from .schema import METADATA_LIMIT, MODEL_EXPORTED
+from .schema import MODEL_EXPORTED
 
 if TYPE_CHECKING:
     from .archive import Archive
@@ -104,21 +103,6 @@ def tensors_columns(arc: Archive) -> dict[str, Any]:
     return cols
 
 
-def _used_text(arc: Archive) -> Any:
-    """Per member, the names of the tensors whose bytes it holds (``"; "``-joined), as
-    an object array."""
-    import numpy as np
-
-    text = arc.used_cache
-    if text is None:
-        text = arc.used_cache = np.full(len(arc.roles), "", object)
-        used = arc.used_by
-        if used:
-            text[np.fromiter(used, np.int64, len(used))] = objects(
-                list(map("; ".join, used.values())))
-    return text
-
-
 def members_columns(arc: Archive) -> dict[str, Any]:
     """``members``: one row per zip member (the central directory's fields, its kind and
     model, and the tensors whose bytes it holds)."""
@@ -136,7 +120,7 @@ def members_columns(arc: Archive) -> dict[str, Any]:
         "align": align(offsets), "method": a["method"].copy(),
         "compressed": a["compressed"].copy(), "crc32": a["crc32"].copy(),
         "pickled": np.array(arc.pickled, bool), "unsafe_name": np.array(arc.unsafe, bool),
-        "used_by": strings(_used_text(arc).copy()),
+        "used_by": strings(arc.used_text().copy()),
     }
 
 
@@ -158,7 +142,7 @@ def segments_columns(arc: Archive) -> dict[str, Any]:
     keep = np.ones((n, 4), bool)
     keep[:, 1] = pad > 0
     keep[:, 3] = desc > 0
-    used_text = _used_text(arc)
+    used_text = arc.used_text()
     # Object arrays of four slots per member, filled column-wise (no per-row Python).
     names_a = np.empty((n, 4), object)
     names_a[:, 0], names_a[:, 1], names_a[:, 3] = "local header", "padding", "data descriptor"
@@ -257,16 +241,6 @@ def _paddings(arc: Archive, lho: Any, data: Any) -> Any:
     return pad
 
 
-def _graph(arc: Archive, model: str) -> dict[str, Any]:
-    """:func:`graph_stats` of an exported program's graph member (computed once)."""
-    stats = arc.graph_cache.get(model)
-    if stats is None:
-        e = arc.models[model].entry
-        stats = graph_stats(arc.zip.content(e, METADATA_LIMIT), arc.path, e)
-        arc.graph_cache[model] = stats
-    return stats
-
-
 def models_columns(arc: Archive) -> dict[str, list]:
     """``models``: one row per exported program (counts from :func:`graph_stats`) and per
     AOTInductor package (counts from its wrapper)."""
@@ -275,7 +249,7 @@ def models_columns(arc: Archive) -> dict[str, list]:
         row = {c: getattr(m, c) for c in MODEL_COLUMNS}
         row["name"] = key
         if m.kind == MODEL_EXPORTED:
-            row.update(_graph(arc, key)["summary"])
+            row.update(arc.graph(key)["summary"])
         for k in out:
             out[k].append(row[k])
     return out
@@ -288,7 +262,7 @@ def graph_columns(arc: Archive) -> dict[str, list]:
     for model, m in arc.models.items():
         if m.kind != MODEL_EXPORTED:
             continue
-        targets = _graph(arc, model)["targets"]
+        targets = arc.graph(model)["targets"]
         for target, n in sorted(targets.items(), key=lambda kv: (-kv[1], kv[0])):
             out["model"].append(model)
             out["target"].append(target)

@@ -28,7 +28,6 @@ from .schema import (
     DTYPE,
     IS_PARAM,
     ITEMSIZE,
-    KIND_PICKLE,
     LIMIT,
     METADATA_LIMIT,
     PATH_NAME,
@@ -303,28 +302,14 @@ def _add_rows(arc: Archive, model: str, cfg: ZipEntry, block: _ConfigRows) -> No
                        "storage member is empty: torch.export.load makes zeros")
     else:
         storage, offset = [STORAGE_ZIP] * n, offsets.tolist()
-    rows = arc.rows
-    for field, values in TensorRow(
-            fqn=fqns, model=[model] * n, kind=per_layout("kind"), dtype=per_layout("dtype"),
-            shape=per_layout("shape"), strides=per_layout("strides"),
-            storage_offset=per_layout("storage_offset"), nbytes=per_layout("nbytes"),
-            storage=storage, offset=offset, requires_grad=per_layout("requires_grad"),
-            member=members, pickled=[False] * n, contiguous=per_layout("contiguous"),
-            storage_key=members)._asdict().items():
-        rows[field].extend(values)
-    models_of = np.array(arc.models_of, object)
-    models_of[idx[np.equal(models_of[idx], None)]] = model
-    arc.models_of = models_of.tolist()
-    used = arc.used_by
-    if len(set(members)) == n and used.keys().isdisjoint(members):
-        used.update(zip(members, map(list, zip(fqns))))
-    else:
-        for i, fqn in zip(members, fqns):
-            users = used.get(i)
-            if users is None:
-                used[i] = [fqn]
-            else:
-                users.append(fqn)
+    arc.add_rows(TensorRow(
+        fqn=fqns, model=[model] * n, kind=per_layout("kind"), dtype=per_layout("dtype"),
+        shape=per_layout("shape"), strides=per_layout("strides"),
+        storage_offset=per_layout("storage_offset"), nbytes=per_layout("nbytes"),
+        storage=storage, offset=offset, requires_grad=per_layout("requires_grad"),
+        member=members, pickled=[False] * n, contiguous=per_layout("contiguous"),
+        storage_key=members))
+    arc.claim_many(members, model, fqns)
 
 
 def _config_json(arc: Archive, model: str, kind_dir: str, cfg: ZipEntry, raw: bytes | memoryview,
@@ -440,10 +425,7 @@ def _entry_slow(arc: Archive, model: str, kind_dir: str, cfg: ZipEntry, fqn: str
         raise bad("tensor_meta is missing for a raw (use_pickle: false) entry")
     if use_pickle:
         row["storage"] = STORAGE_PICKLE
-        arc.pickled[member.index] = True
-        arc.roles[member.index] = KIND_PICKLE
-    arc.models_of[member.index] = arc.models_of[member.index] or model
-    arc.used_by.setdefault(member.index, []).append(fqn)
+    arc.claim(member.index, model, fqn, pickled=use_pickle)
     if tm is not None:  # custom objects (no tensor_meta) are members, not tensors
         arc.add_row(TensorRow(**row))
 

@@ -12,6 +12,7 @@ of ``flat_tensor.fbs``), :mod:`.reader` (entries: fast and scalar path, :class:`
 from __future__ import annotations
 
 from ..._fmt import escape
+from ...errors import Finding
 from ...flatbuf import FlatBuffer
 from ...source import Source
 from .._ident import expect_identifier
@@ -21,10 +22,12 @@ from .header import HEADER_LENGTH, HEADER_MAGIC, FlatTensorHeader
 from .reader import PtdData, read_entries, read_entries_v0
 from .schema import V0_NAME, FlatTensor, FlatTensorV0
 
-__all__ = ["FORMAT", "HEADER_LENGTH", "HEADER_MAGIC", "MAGIC", "FlatTensorHeader", "PtdData",
+__all__ = ["FORMAT", "TAKES_DATA", "HEADER_LENGTH", "HEADER_MAGIC", "MAGIC", "FlatTensorHeader", "PtdData",
            "detect", "read"]
 
 FORMAT = "ptd"
+#: A data file takes no ``data=``.
+TAKES_DATA = False
 MAGIC = b"FT01"
 
 
@@ -57,11 +60,10 @@ def read(src: Source) -> Parsed:
         seg_off, seg_size, cols = read_entries_v0(src, root, h)
         parsed.info.update({"schema_version": V0_NAME,
                             "tensor_alignment": root.u32(FlatTensorV0.tensor_alignment)})
-        parsed.findings.append({
-            "severity": "info", "structure": "FlatTensor", "offset": root.pos,
-            "message": f"written with the earlier schema, {V0_NAME} (a root of "
-            f"{len(root.fields)} slots): read by that schema; today's ExecuTorch reads only "
-            "the current FlatTensor schema"})
+        parsed.findings.append(Finding(
+            "info", "FlatTensor", root.pos,
+            f"written with the earlier schema, {V0_NAME} (a root of {len(root.fields)} slots): "
+            "read by that schema; today's ExecuTorch reads only the current FlatTensor schema"))
     else:
         seg_off, seg_size, cols = read_entries(src, fb, root, h)
     parsed.info.update({"version": version, "header": h,
@@ -70,14 +72,13 @@ def read(src: Source) -> Parsed:
     parsed.builders.update({"segments": lambda: columns.segments(data),
                             "tensors": lambda: columns.tensors(data),
                             "named_data": lambda: columns.named_data(data)})
-    parsed.extra["ptd"] = data
+    parsed.extra.ptd = data
     if len(data.by_key) < len(cols["key"]):  # a key repeats: the runtime finds the first
         seen: set[str] = set()
         for i, key in enumerate(cols["key"].tolist()):
             if key in seen:
-                parsed.findings.append({
-                    "severity": "warning", "structure": f"FlatTensor.named_data[{i}]",
-                    "offset": None, "message": f"key {escape(key)!r} occurs more than once; "
-                    "the first entry is used (as by the runtime)"})
+                parsed.findings.append(Finding("warning", f"FlatTensor.named_data[{i}]", None,
+                                               f"key {escape(key)!r} occurs more than once; "
+                                               "the first entry is used (as by the runtime)"))
             seen.add(key)
     return parsed

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from ... import readpath
 from ..._cols import objects
 from ..._vecfb import SlowPath, VecReader, layouts
 from ...dtypes import SCALAR_TYPES
@@ -18,10 +19,8 @@ from ...source import Source
 from .header import FlatTensorHeader
 from .schema import DataSegment, FlatTensor, FlatTensorV0, NamedData, TensorLayout, TensorMetadata
 
-__all__ = ["FAST", "PtdData", "read_entries", "read_entries_v0"]
+__all__ = ["PtdData", "read_entries", "read_entries_v0"]
 
-#: Try the vectorised path first (tests turn it off to compare with the scalar path).
-FAST = True
 #: ScalarType code -> element size (codes are 0..N-1).
 _ITEMSIZE = np.array([SCALAR_TYPES[c].itemsize for c in range(len(SCALAR_TYPES))], np.int64)
 
@@ -29,13 +28,10 @@ _ITEMSIZE = np.array([SCALAR_TYPES[c].itemsize for c in range(len(SCALAR_TYPES))
 def read_entries(src: Source, fb: FlatBuffer, root: Table, h: FlatTensorHeader
                  ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
     """(segment offsets, segment sizes, entry columns) of the FlatTensor ``root``: the fast
-    path first, the scalar path (exact errors) at any doubt or when :data:`FAST` is off."""
-    try:
-        if not FAST:
-            raise SlowPath("disabled")
-        return _entries_fast(src, fb, root, h)
-    except SlowPath:
-        return _entries_slow(src, root, h)
+    path first, table by table (exact errors) at any doubt or when :mod:`workbench.readpath`
+    says so."""
+    return readpath.chosen().read(lambda: _entries_fast(src, fb, root, h),
+                                  lambda: _entries_slow(src, root, h))
 
 
 def _segments(src: Source, root: Table, slot: int, h: FlatTensorHeader) -> list[tuple[int, int]]:

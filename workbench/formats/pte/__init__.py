@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
+from functools import partial
 
-from ...errors import ArtifactError
+from ... import memory_plan
+from ...errors import ArtifactError, Finding
 from ...source import Source
 from .._layout import segments_frame
-from ..parsed import Parsed
+from ..parsed import FrameView, Parsed
 from .columns import Columns
 from .delegated import DelegateBlobs
 from .external import External
@@ -35,10 +37,12 @@ from .schema import VALUE_TYPES
 from .tensors import STORAGES
 
 __all__ = ["EXTENDED_HEADER_LENGTH", "EXTENDED_HEADER_MAGIC", "EXTENDED_HEADER_MIN_LENGTH",
-           "FORMAT", "MAGIC", "STORAGES", "VALUE_TYPES", "ExtendedHeader", "ProgramReader",
+           "FORMAT", "TAKES_DATA", "MAGIC", "STORAGES", "VALUE_TYPES", "ExtendedHeader", "ProgramReader",
            "detect", "read", "read_program", "sibling_data_files"]
 
 FORMAT = "pte"
+#: ``wb.open(path, data=[...])`` gives the program's ``.ptd`` files (parsed, to :func:`read`).
+TAKES_DATA = True
 
 
 def detect(head: bytes) -> bool:
@@ -101,17 +105,19 @@ def read_program(src: Source, start: int, end: int, outer: str = FORMAT,
         "memory_plan": cols.memory_plan,
         "instructions": icols.instructions,
         "lifetimes": icols.lifetimes,
-        "memory_efficiency": icols.memory_efficiency,
+        # (an analysis of the plan: a view over the lifetimes frame, see workbench.memory_plan)
+        "memory_efficiency": FrameView(("lifetimes",), partial(
+            memory_plan.efficiency, arenas=[(m.name, m.buffer_sizes) for m in r.methods])),
     })
     p.tensor_frames.append("delegate_tensors")  # Artifact.tensor reads graph constants too
-    p.extra["segments_raw"] = cols.segments_raw
-    p.extra["delegate_blobs"] = blobs
+    p.extra.segments_raw = cols.segments_raw
+    p.extra.delegate_blobs = blobs
     # for validate(): how each data file came, and whether other .ptd files fit too
-    p.extra["data_choice"] = ext.data_choice
-    p.extra["resolves"] = ext.resolves
+    p.extra.data_choice = ext.data_choice
+    p.extra.resolves = ext.resolves
     # (a callable: the content-hash keys are found by scanning the blobs, done on demand)
-    p.extra["wanted_keys"] = lambda: len(ext.wants) + len(ext.hex_wanted)
-    p.extra["span"] = (r.start, r.end)  # the bytes of the file this program covers
+    p.extra.wanted_keys = lambda: len(ext.wants) + len(ext.hex_wanted)
+    p.extra.span = (r.start, r.end)  # the bytes of the file this program covers
     p.findings = r.findings  # shared: frame builders add findings lazily
     return p
 
@@ -122,9 +128,9 @@ def _kernel_keys(icols: InstructionColumns, findings: list) -> list:
     try:
         return icols.kernel_keys()
     except ArtifactError as e:
-        findings.append({"severity": "warning", "structure": e.structure or "instructions",
-                         "offset": e.offset, "message": "kernel keys not derived (the "
-                         f"instructions cannot be read): {e.detail}"})
+        findings.append(Finding("warning", e.structure or "instructions", e.offset,
+                                "kernel keys not derived (the "
+                                f"instructions cannot be read): {e.detail}"))
         return []
 
 

@@ -14,8 +14,8 @@ import numpy as np
 
 from ..._cols import align, booleans, categorical, factorized, filled, ints, isin_few, objects, strings
 from ..._fmt import align_of
-from ..._vecfb import SlowPath, groups
-from ...errors import ArtifactError
+from ..._vecfb import groups
+from ...errors import ArtifactError, Finding
 from ...flatbuf import Table
 from .._layout import concat_sorted, cover_rows, named_data_role, named_data_roles
 from ..ptd.columns import segments_raw as ptd_segments_raw
@@ -111,7 +111,7 @@ class Columns:
         parts = [cover_rows(rows, r.file, r.start, r.end, r.seg_off[seg], r.seg_size[seg],
                             objects(list(map("named_data ".__add__, keys.tolist()))), kind,
                             seg, keys)]
-        parts.extend(ptd_segments_raw(d.extra["ptd"]) for d in self.ext.data)
+        parts.extend(ptd_segments_raw(d.extra.ptd) for d in self.ext.data)
         return concat_sorted(parts)
 
     def _program_rows(self, start: int, end: int) -> list[tuple]:
@@ -272,7 +272,7 @@ class Columns:
                         "has_layout": np.zeros(n, bool),
                         "file": filled(n, r.file), "file_path": r.file})
         for d in self.ext.data:
-            c = d.extra["ptd"].cols
+            c = d.extra.ptd.cols
             n = len(c["key"])
             out.append({"key": c["key"], "segment": c["segment"], "offset": c["offset"],
                         "size": c["size"], "code": c["code"], "shape": c["shape"],
@@ -324,11 +324,9 @@ class Columns:
                 out.append(_python_value(int(plan.vtypes[v]),
                                          fb.table_at(p, f"{plan.name}.values[{v}]", p)))
             except ArtifactError as e:
-                self.r.findings.append({"severity": "warning",
-                                        "structure": e.structure or f"{plan.name}.values[{v}]",
-                                        "offset": e.offset,
-                                        "message": f"the constant method's output cannot be "
-                                                   f"read: {e.detail}"})
+                self.r.findings.append(Finding("warning", e.structure or f"{plan.name}.values[{v}]", e.offset,
+                                               f"the constant method's output cannot be "
+                                               f"read: {e.detail}"))
                 out.append(None)
         return out[0] if len(out) == 1 else tuple(out)
 
@@ -377,17 +375,18 @@ class Columns:
                 shape = "x".join(str(d) for d in t.shape[k]) or "scalar"
                 texts[j] = f"{DTYPE_NAMES[t.scalar_type[k]]}[{shape}] {STORAGES[t.storage[k]]}"
             summary[t.value] = texts[inv]
-        try:
-            if not self.r.fast:
-                raise SlowPath("disabled")
-            self._scalar_summaries(vt, vpos, summary)
-        except SlowPath:
-            fb = self.r.fb
-            for i, (k, p) in enumerate(zip(vt.tolist(), vpos.tolist())):
-                if k != _K.Tensor and p:
-                    tab = fb.table_at(p, f"{plan.name}.values[{i}]", p)
-                    summary[i] = _value_summary(k, tab)
+        self.r.path.read(lambda: self._scalar_summaries(vt, vpos, summary),
+                         lambda: self._table_summaries(plan, vt, vpos, summary))
         return summary
+
+    def _table_summaries(self, plan: Method, vt: np.ndarray, vpos: np.ndarray,
+                         summary: np.ndarray) -> None:
+        """Fill ``summary`` for non-tensor values, table by table (names a bad table)."""
+        fb = self.r.fb
+        for i, (k, p) in enumerate(zip(vt.tolist(), vpos.tolist())):
+            if k != _K.Tensor and p:
+                tab = fb.table_at(p, f"{plan.name}.values[{i}]", p)
+                summary[i] = _value_summary(k, tab)
 
     def _scalar_summaries(self, vt: np.ndarray, vpos: np.ndarray, summary: np.ndarray) -> None:
         """Fill ``summary`` for non-tensor values, a whole type at a time (fast path); each

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from ..._cols import filled, objects
-from ...errors import ArtifactError
+from ...errors import ArtifactError, Finding
 from ..delegates import BlobInfo, inspect_blob, inspect_blobs, kernel_findings
 from ..delegates._columns import MISSING, _whole, node_columns, tensor_columns
 from .external import External
@@ -68,7 +68,7 @@ class DelegateBlobs:
                 if key not in out:
                     out[key] = (r.file, *r.segments[at])
         for d in self.ext.data:
-            c = d.extra["ptd"].cols
+            c = d.extra.ptd.cols
             path = d.path
             for key, off, size in zip(c["key"].tolist(), c["offset"].tolist(), c["size"].tolist()):
                 if key not in out:
@@ -113,21 +113,19 @@ class DelegateBlobs:
                                               named_data=named))
                 except ArtifactError as e:
                     infos.append(None)
-                    r.findings.append({
-                        "severity": "error", "structure": e.structure or f"{method} delegate {k}",
-                        "offset": e.offset,
-                        "message": f"the delegate blob cannot be taken apart: {e.detail} "
-                                   "(shown as one opaque range)"})
+                    r.findings.append(Finding("error", e.structure or f"{method} delegate {k}", e.offset,
+                                              f"the delegate blob cannot be taken apart: {e.detail} "
+                                              "(shown as one opaque range)"))
         for info in infos:
             if info is not None:
-                r.findings.extend(f._asdict() for f in info.findings)
+                r.findings.extend(info.findings)
         self._kernel_findings()
         return infos
 
     def _kernel_findings(self) -> None:
         ops = [name for plan in self.r.methods for name, _ in plan.operators]
         ids = [d.id for plan in self.r.methods for d in plan.delegates]
-        self.r.findings.extend(f._asdict() for f in kernel_findings(ops, ids))
+        self.r.findings.extend(kernel_findings(ops, ids))
 
     # -- what the frames take ---------------------------------------------------------------
     def parsed_named_keys(self, method: int, index: int) -> tuple[str, ...] | None:

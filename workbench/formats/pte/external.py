@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from itertools import chain
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
 from ..._cols import filled
 from ..._vecfb import ascii_rows, rows_at
+from ...errors import Finding
 from ...limits import DELEGATE_SCAN_MAX_BYTES
 from ...source import Source
 from ..parsed import Parsed
@@ -222,7 +223,7 @@ class External:
             return self._hits
         candidates = set(self.named)
         for p in self.data:
-            candidates.update(p.extra["ptd"].by_key)
+            candidates.update(p.extra.ptd.by_key)
         out = []
         search: _Substrings | bool | None = None
         parsed = self.parsed_keys
@@ -328,18 +329,18 @@ class External:
         """The keys this program wants that the parsed ``.ptd`` ``p`` holds: external tensors
         whose dtype/shape agree with the entry, and content-hash keys that a delegate blob
         mentions and the program does not hold itself."""
-        ptd = p.extra["ptd"]
+        ptd = p.extra.ptd
         by_key = ptd.by_key
         hits = {k for k, w in self.wants.items() if k in by_key and ptd.fits(by_key[k], *w)}
         return hits | (self.hex_wanted & set(by_key))
 
-    def place(self, t: Tensors, file: str, findings: list[dict[str, Any]],
+    def place(self, t: Tensors, file: str, findings: list[Finding],
               matched: dict[str, set[str]]) -> ExternalPlacement:
         """Where the tensors of one method lie, each external one in the first data file whose
         entry fits it (``matched``: data file -> keys claimed, filled in; problems are added to
         ``findings``)."""
         n = len(t)
-        datas = [(d.path, d.extra["ptd"]) for d in self.data]
+        datas = [(d.path, d.extra.ptd) for d in self.data]
         offset = t.offset.copy()
         segment = t.segment.copy()
         files = filled(n, None)
@@ -359,20 +360,18 @@ class External:
             if hit is None:
                 holders = sorted({path for path, ptd in datas if fqn in ptd.by_key})
                 if holders:
-                    findings.append({
-                        "severity": "warning", "structure": f"tensor {fqn!r}",
-                        "offset": None, "message": "data files hold this key with another "
-                        f"dtype/shape: {holders}"})
+                    findings.append(Finding("warning", f"tensor {fqn!r}", None,
+                                            "data files hold this key with another "
+                                            f"dtype/shape: {holders}"))
                 continue
             path, ptd, row = hit
             matched.setdefault(path, set()).add(fqn)
             entry_off = int(ptd.cols["offset"][row])
             entry_size = int(ptd.cols["size"][row])
             if t.nbytes[k] > entry_size:
-                findings.append({
-                    "severity": "error", "structure": f"tensor {fqn!r}",
-                    "offset": entry_off, "message": f"{int(t.nbytes[k])} bytes expected "
-                    f"but the data file holds {entry_size}"})
+                findings.append(Finding("error", f"tensor {fqn!r}", entry_off,
+                                        f"{int(t.nbytes[k])} bytes expected "
+                                        f"but the data file holds {entry_size}"))
                 missing[k] = 1
                 continue
             files[k], offset[k], segment[k] = path, entry_off, int(ptd.cols["segment"][row])

@@ -89,9 +89,6 @@ ALIAS_SOURCES = (
     "delegate: trailing outputs",       # a delegate call's trailing fresh tensors
 )
 _SCHEMA, _RETURNED, _LAST, _NOTHING_WRITTEN, _MISMATCH, _DELEGATE_OUT = range(len(ALIAS_SOURCES))
-#: Above this many (positions x live tensors) the peak is taken as a sum of bytes, not as
-#: the union of the live byte ranges (which counts aliased tensors once).
-MAX_UNION_WORK = 20_000_000
 
 
 @dataclass
@@ -149,18 +146,13 @@ def _empty() -> MethodInstructions:
 
 def read_method(r: ProgramReader, plan: Table) -> MethodInstructions:
     """The instructions of the ExecutionPlan table ``plan`` (fast path, else scalar)."""
-    try:
-        if not r.fast:
-            raise SlowPath("disabled")
-        return _fast(r, plan)
-    except SlowPath:
-        return _slow(plan)
+    return r.path.read(lambda: _fast(r, plan), lambda: _slow(plan))
 
 
 def _fast(r: ProgramReader, plan: Table) -> MethodInstructions:
     vec = r.vec
     pos_parts, chain_parts, idx_parts = [], [], []
-    spans = program.chain_spans(plan.tables(ExecutionPlan.chains, "chains"))
+    spans = program.chain_spans(r.path, plan.tables(ExecutionPlan.chains, "chains"))
     for c, (start, n) in enumerate(spans):
         if not n:
             continue
@@ -264,7 +256,7 @@ class InstructionColumns:
         if mi not in self._walks:
             walk = None
             # (few instructions: the per-instruction walk is faster, see SCALAR_INSTRUCTIONS)
-            if self.r.fast and len(self.records[mi].kind) >= program.SCALAR_INSTRUCTIONS:
+            if self.r.path.columns_for(len(self.records[mi].kind)):
                 m = self.r.methods[mi]
                 try:
                     walk = _Walk(self.r, m, self.records[mi], self._storage(m),
@@ -519,7 +511,7 @@ class InstructionColumns:
         return np.array(pos, np.int64), np.array(val, np.int64)
 
     def _lifetimes(self) -> list[dict[str, np.ndarray]]:
-        """Per method: the planned tensors' use spans (computed once; two frames share them)."""
+        """Per method: the planned tensors' use spans (computed once)."""
         if self._spans is None:
             self._spans = self._compute_lifetimes()
         return self._spans
@@ -618,31 +610,6 @@ class InstructionColumns:
             "live_from": ints(c["start"], c["start"] < 0),
             "live_to": ints(c["end"], c["end"] < 0),
         }
-
-    def memory_efficiency(self) -> dict[str, Any]:
-        """The memory_efficiency frame: per arena, its size against the peak live bytes."""
-        r = self.r
-        cols: dict[str, list] = {c: [] for c in _EFFICIENCY_COLUMNS}
-        for m, p in zip(r.methods, self._lifetimes()):
-            sizes = list(m.buffer_sizes)
-            for mem_id in sorted(set(p["mem_id"].tolist()) | set(range(1, len(sizes)))):
-                sel = p["mem_id"] == mem_id
-                lo, hi = p["start"][sel], p["end"][sel]
-                off, nb = p["offset"][sel], p["nbytes"][sel]
-                live = lo >= 0
-                peak, at, exact = _peak(lo[live], hi[live], off[live], nb[live])
-                arena = sizes[mem_id] if 0 <= mem_id < len(sizes) else None
-                cols["method"].append(m.name)
-                cols["mem_id"].append(mem_id)
-                cols["arena_bytes"].append(arena)
-                cols["tensors"].append(int(sel.sum()))
-                cols["tensor_bytes"].append(int(nb.sum()))
-                cols["high_water"].append(int((off + nb).max()) if len(off) else 0)
-                cols["peak_live_bytes"].append(peak)
-                cols["peak_at"].append(at)
-                cols["peak_exact"].append(exact)
-                cols["efficiency"].append(peak / arena if arena else float("nan"))
-        return cols
 
 
 #: A kernel's arguments beyond this many are split by :func:`_returned` one row at a time.
@@ -988,85 +955,12 @@ def _returned(args: tuple[int, ...]) -> int:
     return 0
 
 
-def _peak(lo: np.ndarray, hi: np.ndarray, off: np.ndarray, nb: np.ndarray
-          ) -> tuple[int, int | None, bool]:
-    """(peak live bytes, position, exact): the most bytes live at one instruction, counting
-    overlapping byte ranges (aliases) once; a plain sum when that is too much work."""
-    if not len(lo):
-        return 0, None, True
-    starts = np.unique(lo)  # the peak is reached where some tensor becomes live
-    if len(starts) * len(lo) > MAX_UNION_WORK:
-        delta = np.zeros(int(hi.max()) + 2, np.int64)
-        np.add.at(delta, lo, nb)
-        np.add.at(delta, hi + 1, -nb)
-        run = np.cumsum(delta)
-        return int(run.max()), int(run.argmax()), False
-    grid = _peak_grid(starts, lo, hi, off, nb)
-    if grid is not None:
-        return grid
-    order = np.argsort(off, kind="stable")
-    lo, hi, off, end = lo[order], hi[order], off[order], (off + nb)[order]
-    best, best_at = -1, None
-    for p in starts.tolist():
-        live = (lo <= p) & (hi >= p)
-        a, b = off[live], end[live]
-        if not len(a):
-            continue
-        reach = np.maximum.accumulate(b)
-        prev = np.concatenate(([a[0]], reach[:-1]))
-        total = int(np.maximum(b - np.maximum(a, prev), 0).sum())
-        if total > best:
-            best, best_at = total, p
-    return max(best, 0), best_at, True
-
-
-#: Most (positions x byte pieces) cells :func:`_peak_grid` fills; beyond, the loop does it.
-MAX_PEAK_GRID = 4_000_000
-
-
-def _peak_grid(starts: np.ndarray, lo: np.ndarray, hi: np.ndarray, off: np.ndarray,
-               nb: np.ndarray) -> tuple[int, int | None, bool] | None:
-    """:func:`_peak`'s exact answer without a loop over positions: the arena is cut at every
-    tensor's first and last byte into pieces, a (position x piece) grid counts the live tensors
-    covering each piece (one 2-D difference array: four corners per tensor, then two running
-    sums), and a position's live bytes are the lengths of its covered pieces. ``None`` when the
-    grid would be too big."""
-    end = off + nb
-    bounds = np.unique(np.concatenate([off, end]))
-    if len(starts) * len(bounds) > MAX_PEAK_GRID:
-        return None
-    a = np.searchsorted(bounds, off)
-    b = np.searchsorted(bounds, end)
-    t0 = np.searchsorted(starts, lo)  # lo is one of the starts
-    t1 = np.searchsorted(starts, hi, "right")  # live through the last start <= hi
-    ok = t1 > t0  # (a row with hi < lo is live nowhere)
-    n_t, n_s = len(starts), len(bounds)
-    grid = np.zeros((n_t + 1, n_s), np.int32)
-    live = np.zeros(n_t + 1, np.int64)
-    a, b, t0, t1 = a[ok], b[ok], t0[ok], t1[ok]
-    np.add.at(grid, (t0, a), 1)
-    np.add.at(grid, (t0, b), -1)
-    np.add.at(grid, (t1, a), -1)
-    np.add.at(grid, (t1, b), 1)
-    np.add.at(live, t0, 1)
-    np.add.at(live, t1, -1)
-    covered = np.cumsum(np.cumsum(grid, axis=0), axis=1)[:n_t, :n_s - 1] > 0
-    totals = covered.astype(np.int64) @ np.diff(bounds)
-    totals[np.cumsum(live)[:n_t] == 0] = -1  # no tensor live there: not a candidate
-    k = int(totals.argmax())
-    if totals[k] < 0:
-        return 0, None, True
-    return int(totals[k]), int(starts[k]), True
-
-
 _INSTRUCTION_COLUMNS = ("method", "chain", "instruction", "position", "kind", "op_index", "op",
                         "operator", "overload", "delegate_index", "delegate", "args", "reads",
                         "writes", "alias_source", "destination", "table_offset")
 _LIFETIME_COLUMNS = ("method", "value", "name", "storage", "mem_id", "offset", "nbytes",
                      "end_offset", "first", "last", "is_input", "is_output", "live_from",
                      "live_to")
-_EFFICIENCY_COLUMNS = ("method", "mem_id", "arena_bytes", "tensors", "tensor_bytes",
-                       "high_water", "peak_live_bytes", "peak_at", "peak_exact", "efficiency")
 
 
 def _last_writers(views: np.ndarray, mem: np.ndarray, lo: np.ndarray, hi: np.ndarray,

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
+from ... import readpath
 from ..._vecfb import SlowPath, VecReader
-from ...errors import ArtifactError, CorruptError, OutOfBoundsError
+from ...errors import ArtifactError, CorruptError, Finding, OutOfBoundsError
 from ...flatbuf import FlatBuffer, Table
 from ...source import Source
 from .header import MAGIC, read_header
@@ -37,24 +38,16 @@ from .schema import (
 )
 from .tensors import MAX_TENSOR_BYTES, Span, Spans, Subsegment, TensorReader, Tensors
 
-#: Try the vectorised path first (tests turn it off to compare with the scalar path).
-FAST = True
-#: A method with fewer instructions than this has them read (and walked, see
-#: :mod:`.instructions`) by the scalar reader even when :data:`FAST` is on: the vectorised
-#: reader's fixed set-up (~0.3 ms a method) costs more than reading a few tables one by one
-#: (break-even measured at 40-80 instructions).
-#: Tests set it to 0 to run the vectorised reader on small samples.
-SCALAR_INSTRUCTIONS = 64
 #: Data locations of delegate blobs, by code (the delegates frame's ``location``).
 DATA_LOCATIONS = ("inline", "segment")
 
 
-def chain_spans(chains: list[Table]) -> list[tuple[int, int]]:
-    """``(start, count)`` of each chain's instruction vector, for the vectorised readers;
-    raises :class:`SlowPath` when the method has fewer than :data:`SCALAR_INSTRUCTIONS`
-    instructions (the scalar readers are then faster)."""
+def chain_spans(path: readpath.ReadPath, chains: list[Table]) -> list[tuple[int, int]]:
+    """``(start, count)`` of each chain's instruction vector, for the columnar readers;
+    raises :class:`SlowPath` when the method has fewer than
+    :data:`workbench.readpath.SCALAR_INSTRUCTIONS` instructions (tables are then faster)."""
     spans = [c.vector(Chain.instructions, 4, "instructions") for c in chains]
-    if sum(n for _, n in spans) < SCALAR_INSTRUCTIONS:
+    if not path.columns_for(sum(n for _, n in spans)):
         raise SlowPath("few instructions: the scalar reader is faster")
     return spans
 
@@ -115,8 +108,9 @@ class ProgramReader:
         self.start = start
         self.end = end
         self.file = src.path
-        self.fast = FAST
-        self.findings: list[dict[str, Any]] = []
+        #: the read tier, chosen once (the lazy frames read with the same)
+        self.path = readpath.chosen()
+        self.findings: list[Finding] = []
 
     def parse(self) -> None:
         """Check the header, then read segments, constant and named data, and the methods."""
@@ -152,7 +146,7 @@ class ProgramReader:
                                           self.constant_buffer, self.mutable_segments)
         plans = prog.tables(Program.execution_plan, "execution_plan")
         values = None
-        if self.fast and len(plans) > 1:  # the value tables of all methods in one pass
+        if self.path.allows(readpath.Tier.BATCHED) and len(plans) > 1:  # all methods at once
             try:
                 values = self.tensor_reader.values_many(plans)
             except (SlowPath, ArtifactError):  # (an error is then raised in method order)
@@ -163,12 +157,8 @@ class ProgramReader:
     def _segments(self, prog: Table) -> Sequence[Span]:
         """``Program.segments`` as absolute spans (vectorised; the scalar reader names the
         first bad segment)."""
-        try:
-            if not self.fast:
-                raise SlowPath("disabled")
-            return self._segments_fast(prog)
-        except SlowPath:
-            return self._segments_slow(prog)
+        return self.path.read(lambda: self._segments_fast(prog),
+                              lambda: self._segments_slow(prog))
 
     def _segments_fast(self, prog: Table) -> Spans:
         start, n = prog.vector(Program.segments, 4, "segments")
@@ -235,23 +225,22 @@ class ProgramReader:
         self.constant_segment = self._subsegment(cs, "Program.constant_segment") if cs else None
         inline_bytes = sum(n for _, n in self.constant_buffer)
         if inline_bytes and not (self.constant_segment and len(self.constant_segment.offsets)):
-            self.findings.append({
-                "severity": "warning", "structure": "Program.constant_buffer",
-                "offset": next(at for at, n in self.constant_buffer if n),
-                "message": f"{inline_bytes} bytes of "
-                "constants inline in the flatbuffer (the legacy constant_buffer): ExecuTorch's "
-                "runtime (1.5.1) refuses such a program unless built with "
-                "ET_ENABLE_DEPRECATED_CONSTANT_BUFFER"})
+            first = next(at for at, n in self.constant_buffer if n)
+            self.findings.append(Finding(
+                "warning", "Program.constant_buffer", first,
+                f"{inline_bytes} bytes of constants inline in the flatbuffer (the legacy "
+                "constant_buffer): ExecuTorch's runtime (1.5.1) refuses such a program unless "
+                "built with ET_ENABLE_DEPRECATED_CONSTANT_BUFFER"))
         self.mutable_segments = [
             self._subsegment(t, t.path)
             for t in prog.tables(Program.mutable_data_segments, "mutable_data_segments")]
         if len(self.mutable_segments) > 1:
-            self.findings.append({
-                "severity": "warning", "structure": "Program.mutable_data_segments",
-                "offset": prog.pos, "message": f"{len(self.mutable_segments)} mutable data "
-                "segments: tensors are placed by ExtraTensorInfo.mutable_data_segments_idx as the "
-                "schema says, but ExecuTorch's runtime (1.5.1) reads every initial value from "
-                "mutable_data_segments[0] and its Python deserializer refuses such a program"})
+            self.findings.append(Finding(
+                "warning", "Program.mutable_data_segments", prog.pos,
+                f"{len(self.mutable_segments)} mutable data segments: tensors are placed by "
+                "ExtraTensorInfo.mutable_data_segments_idx as the schema says, but ExecuTorch's "
+                "runtime (1.5.1) reads every initial value from mutable_data_segments[0] and its "
+                "Python deserializer refuses such a program"))
 
     def _subsegment(self, t: Table, path: str) -> Subsegment:
         si = t.u32(SubsegmentOffsets.segment_index)
@@ -274,14 +263,12 @@ class ProgramReader:
     def _named(self, prog: Table) -> tuple[np.ndarray, np.ndarray]:
         """``Program.named_data`` as columns: keys (object array) and segment indices
         (vectorised; the scalar reader names the first bad entry)."""
-        try:
-            if not self.fast:
-                raise SlowPath("disabled")
-            return self._named_fast(prog)
-        except SlowPath:
-            named = self._named_slow(prog)
-            keys = [k for k, _ in named]
-            seg = np.fromiter((i for _, i in named), np.int64, len(named))
+        return self.path.read(lambda: self._named_fast(prog), lambda: self._named_columns(prog))
+
+    def _named_columns(self, prog: Table) -> tuple[np.ndarray, np.ndarray]:
+        named = self._named_slow(prog)
+        keys = [k for k, _ in named]
+        seg = np.fromiter((i for _, i in named), np.int64, len(named))
         return np.fromiter(keys, object, len(keys)), seg
 
     def _named_fast(self, prog: Table) -> tuple[np.ndarray, np.ndarray]:
@@ -315,16 +302,10 @@ class ProgramReader:
         name = plan.string(ExecutionPlan.name, "name")
         name = name if name is not None else f"method{m}"
         tr = self.tensor_reader
-        try:
-            if not self.fast:
-                raise SlowPath("disabled")
-            vtypes, vpos, tensors = values if values is not None else tr.values_fast(plan)
-        except SlowPath:
-            vtypes, vpos, tensors = tr.values_slow(plan)  # (``values`` given: never here)
-        try:
-            ins = self._instructions_fast(plan) if self.fast else self._instructions_slow(plan)
-        except SlowPath:
-            ins = self._instructions_slow(plan)
+        vtypes, vpos, tensors = values if values is not None else self.path.read(
+            lambda: tr.values_fast(plan), lambda: tr.values_slow(plan))
+        ins = self.path.read(lambda: self._instructions_fast(plan),
+                             lambda: self._instructions_slow(plan))
         operators = [OperatorEntry(o.string(Operator.name, "name") or "",
                                    o.string(Operator.overload, "overload") or "")
                      for o in plan.tables(ExecutionPlan.operators, "operators")]
@@ -400,7 +381,7 @@ class ProgramReader:
         # KernelCall.op_index and DelegateCall.delegate_index: the same slot, read alike
         calls = ((InstructionArguments.KernelCall, KernelCall.op_index, kernel_uses),
                  (InstructionArguments.DelegateCall, DelegateCall.delegate_index, delegate_uses))
-        for c, (start, n) in zip(chains, chain_spans(chains)):
+        for c, (start, n) in zip(chains, chain_spans(self.path, chains)):
             n_instr += n
             if not n:
                 continue

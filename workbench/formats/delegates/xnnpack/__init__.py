@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .... import readpath
 from ...._vecfb import SlowPath, VecReader
 from ....errors import CorruptError, TruncatedError, UnsupportedVersionError
 from ....flatbuf import FlatBuffer
@@ -28,12 +29,10 @@ from .._columns import Batch, Coded
 from . import _assemble, _graph
 from . import schema as S
 
-__all__ = ["BACKEND", "IDS", "FAST", "detect", "parse", "parse_many"]
+__all__ = ["BACKEND", "IDS", "detect", "parse", "parse_many"]
 
 BACKEND = "xnnpack"
 IDS = ("XnnpackBackend",)
-#: Try the vectorised reader first (tests turn it off to compare with the scalar one).
-FAST = True
 
 
 def detect(blob: Blob) -> bool:
@@ -69,12 +68,8 @@ def parse(blob: Blob) -> BlobInfo:
     xn00 = ident == b"XN00"
     fb = FlatBuffer(blob, fb_start, fb_start + fb_size, identifier=ident, name="XNNGraph")
     root = fb.root("XNNGraph")
-    try:
-        if not FAST:
-            raise SlowPath("disabled")
-        raw = _graph.read_fast(fb, root, xn00)
-    except SlowPath:
-        raw = _graph.read_slow(fb, root, xn00)
+    raw = readpath.chosen().read(lambda: _graph.read_fast(fb, root, xn00),
+                                 lambda: _graph.read_slow(fb, root, xn00))
     ctx = _assemble.Ctx([blob], [cd_start], [cd_size])
     const = _assemble.constants(ctx, raw)
     tensors = _assemble.values(ctx, raw, const)
@@ -114,7 +109,9 @@ def parse_many(blobs: list[Blob]) -> list[BlobInfo]:
     every blob, and the caller then parses them one by one (for exact errors and findings).
     """
     first = blobs[0]
-    if not FAST or any(b.buf is not first.buf or b.shift != first.shift for b in blobs):
+    if not readpath.chosen().allows(readpath.Tier.BATCHED):
+        raise SlowPath("the read path reads blob by blob")
+    if any(b.buf is not first.buf or b.shift != first.shift for b in blobs):
         raise SlowPath("blobs of different buffers")
     heads = []
     for b in blobs:
