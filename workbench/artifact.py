@@ -380,6 +380,7 @@ class Artifact:
         if span == 0:
             return self._empty(shape, dt, copy, file, name, offset)
         what = f"tensor {name!r}"
+        src.prefetch(offset, span * dt.itemsize)  # a remote source fetches just these bytes
         raw = None
         if copy:  # through the descriptor: a truncation is a short read, not a fault
             import numpy as np
