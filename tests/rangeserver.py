@@ -54,6 +54,9 @@ class RangeServer:
         self.sent: collections.Counter[str] = collections.Counter()
         self.headers_seen: list[dict[str, str]] = []
         self.generation: dict[str, int] = collections.defaultdict(int)
+        self.inflight = 0
+        #: the most requests that were being answered at the same time
+        self.max_inflight = 0
         self._lock = threading.Lock()
         server = self
 
@@ -87,6 +90,7 @@ class RangeServer:
             self.sent.clear()
             self.faults.clear()
             self.headers_seen.clear()
+            self.max_inflight = 0
 
     @property
     def total_requests(self) -> int:
@@ -113,6 +117,16 @@ class RangeServer:
             return todo.pop(0) if len(todo) > 1 else todo[0]
 
     def _answer(self, h: BaseHTTPRequestHandler, head: bool) -> None:
+        with self._lock:
+            self.inflight += 1
+            self.max_inflight = max(self.max_inflight, self.inflight)
+        try:
+            self._serve(h, head)
+        finally:
+            with self._lock:
+                self.inflight -= 1
+
+    def _serve(self, h: BaseHTTPRequestHandler, head: bool) -> None:
         path = urllib.parse.urlsplit(h.path).path
         with self._lock:
             self.requests[path] += 1
@@ -182,7 +196,7 @@ class RangeServer:
         with open(local, "rb") as f:
             f.seek(start)
             left = end - start
-            piece = 1 << 20
+            piece = 64 << 10
             while left > 0:
                 chunk = f.read(min(piece, left))
                 if not chunk:

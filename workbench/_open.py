@@ -26,6 +26,7 @@ def open(  # noqa: A001 - the public verb
     data: Sequence[str | os.PathLike[str]] | None = None,
     storage_options: dict[str, Any] | None = None,
     allow_full_download: bool = False,
+    timeout: float | None = None,
 ) -> Artifact:
     """Open the artifact at ``path``; its format is detected from its first bytes.
 
@@ -54,6 +55,8 @@ def open(  # noqa: A001 - the public verb
             files next to a remote program are found the same way as local ones.
         allow_full_download: accept a server that ignores ``Range`` (the whole file is
             downloaded once); otherwise that is a :class:`~workbench.RangeNotSupportedError`.
+        timeout: for a URL: seconds one request may take (default
+            :data:`workbench.remote.TIMEOUT`); a timed-out request is retried, then reported.
 
     Returns:
         An :class:`Artifact` with ``format``, ``segments``, ``tensors``, ``frames`` and
@@ -74,7 +77,10 @@ def open(  # noqa: A001 - the public verb
         >>> url.segments; url.sources["s3://bucket/llm.pte"].transfer   # doctest: +SKIP
         {'requests': 2, 'bytes': 372736}
     """
-    remote = {"storage_options": storage_options, "allow_full_download": allow_full_download}
+    remote: dict[str, Any] = {"storage_options": storage_options,
+                              "allow_full_download": allow_full_download}
+    if timeout is not None:
+        remote["timeout"] = timeout
     src = _source(path, remote)
     opened: list[Source] = [src]
     try:
