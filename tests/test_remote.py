@@ -18,7 +18,7 @@ import workbench as wb
 from workbench import _open, remote
 
 sys.path.insert(0, str(Path(__file__).parent))
-from rangeserver import RangeServer  # noqa: E402
+from rangeserver import RangeServer
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_models"
@@ -170,7 +170,7 @@ def test_sibling_without_a_listing_tries_the_programs_own_name(fresh, tmp_path):
 # -- faults --------------------------------------------------------------------------------------
 
 def test_404_and_403(fresh):
-    with pytest.raises(wb.RemoteNotFoundError, match="nope.pte.*404"):
+    with pytest.raises(wb.RemoteNotFoundError, match=r"nope\.pte.*404"):
         wb.open(fresh.url("nope.pte"))
     fresh.faults["/mlp_portable.pte"] = ["403"]
     with pytest.raises(wb.RemoteAccessError, match="403") as e:
@@ -206,7 +206,7 @@ def test_server_ignoring_range_is_refused_unless_allowed(fresh, monkeypatch):
     fresh.faults["/llm_tiny.pte"] = ["norange"]
     fresh.bandwidth = 4e6
     try:
-        with pytest.raises(wb.RangeNotSupportedError, match="ignored Range.*allow_full_dow"):
+        with pytest.raises(wb.RangeNotSupportedError, match=r"ignored Range.*allow_full_dow"):
             wb.open(fresh.url("llm_tiny.pte"))
     finally:
         fresh.bandwidth = None
@@ -309,7 +309,7 @@ def s3():
 @pytest.mark.parametrize("name", ["mlp_external.pte", "mlp_xnnpack.pte", "llm_tiny.pte",
                                   "mlp.pt2", "mlp_portable.etdp"])
 def test_s3_frames_equal_local(s3, monkeypatch, name):
-    fs, opts = s3
+    _, opts = s3
     monkeypatch.setattr(_open, "EAGER_BYTES", 0)
     local = wb.open(str(SAMPLES / name))
     art = wb.open(f"s3://models/m/{name}", storage_options=opts)
@@ -323,12 +323,12 @@ def test_s3_frames_equal_local(s3, monkeypatch, name):
 
 
 def test_s3_sibling_tensor_and_faults(s3, monkeypatch):
-    fs, opts = s3
+    _, opts = s3
     monkeypatch.setattr(remote, "BACKOFF", 0.01)
     art = wb.open("s3://models/m/mlp_external.pte", storage_options=opts)
     assert art.files[1] == "s3://models/m/mlp_external.ptd"
     assert art.tensor("fc1.weight").shape == (32, 16)
-    with pytest.raises(wb.RemoteNotFoundError, match="s3://models/m/nope.pte"):
+    with pytest.raises(wb.RemoteNotFoundError, match=r"s3://models/m/nope\.pte"):
         wb.open("s3://models/m/nope.pte", storage_options=opts)
     with pytest.raises(wb.RemoteNotFoundError):
         wb.open("s3://no-such-bucket/m.pte", storage_options=opts)
