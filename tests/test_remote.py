@@ -349,3 +349,20 @@ def test_s3_object_replaced_is_stale(s3, monkeypatch, tmp_path):
     fs.put(str(changed), "models/tmp/llm.pte")
     with pytest.raises(wb.StaleFileError, match="changed since it was opened"):
         art.tensor(name)
+
+
+def test_scan_of_an_s3_prefix_equals_the_local_scan(s3, tmp_path):
+    fs, opts = s3
+    folder = tmp_path / "m"
+    fs.get("models/m/", str(folder), recursive=True)
+    assert (folder / "sub" / "mlp_portable.pte").is_file()
+    (folder / "notes.txt").write_text("not an artifact")
+    fs.put(str(folder / "notes.txt"), "models/m/notes.txt")
+    local = wb.scan(str(folder), jobs=1)
+    got = wb.scan("s3://models/m/", jobs=1, storage_options=opts)
+    assert got.files == local.files and len(got.skipped) == len(local.skipped) == 1
+    for name in ("artifacts", "segments", "tensors", "errors"):
+        want = _paths_replaced(local[name], str(folder) + "/", "")
+        have = _paths_replaced(got[name], "s3://models/m/", "")
+        pd.testing.assert_frame_equal(have, want, obj=name)
+    assert len(got["artifacts"]) == 7

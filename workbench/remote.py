@@ -54,7 +54,8 @@ from .errors import (
 from .source import Source
 
 __all__ = ["BLOCK", "HEAD_BYTES", "RETRIES", "BACKOFF", "TIMEOUT", "CONCURRENCY",
-           "RemoteSource", "is_url", "sibling_data_files", "list_files"]
+           "RemoteSource", "head_bytes", "is_url", "list_files", "local_path",
+           "sibling_data_files"]
 
 #: Bytes fetched by the first request (the header and, for most programs, the whole
 #: flatbuffer).
@@ -748,6 +749,29 @@ def sibling_data_files(src: RemoteSource) -> list[str]:
     found = sorted(n for n in names if n.endswith(".ptd"))
     found.sort(key=lambda n: n[:-4] != stem)
     return [folder + n for n in found]
+
+
+def head_bytes(url: str, n: int, storage_options: dict | None = None) -> bytes:
+    """The first ``n`` bytes of the object at ``url`` (one ranged read; for format sniffing
+    before a scan decides to open a file).
+
+    Example:
+        >>> head_bytes("s3://bucket/m/model.bin", 64)          # doctest: +SKIP
+        b'\\x1c\\x00\\x00\\x00ET12...'
+    """
+    import fsspec
+
+    protocol = url.split("://", 1)[0].lower()
+    try:
+        fs = fsspec.filesystem(protocol, **(storage_options or {}))
+        return bytes(fs.cat_file(url, start=0, end=n))
+    except FileNotFoundError:
+        raise RemoteNotFoundError("not found", file=mask_url(url)) from None
+    except PermissionError:
+        raise RemoteAccessError("access denied", file=mask_url(url)) from None
+    except Exception as e:  # transport errors become ours
+        raise RemoteUnavailableError(f"cannot read ({type(e).__name__})",
+                                     file=mask_url(url)) from None
 
 
 def list_files(url: str, storage_options: dict | None = None,
