@@ -366,3 +366,24 @@ def test_scan_of_an_s3_prefix_equals_the_local_scan(s3, tmp_path):
         have = _paths_replaced(got[name], "s3://models/m/", "")
         pd.testing.assert_frame_equal(have, want, obj=name)
     assert len(got["artifacts"]) == 7
+
+
+# -- the command line takes URLs ------------------------------------------------------------------
+
+def test_cli_takes_urls(fresh, capsys, tmp_path):
+    from workbench.cli import main
+
+    assert main(["inspect", fresh.url("mlp_external.pte"), "--frame", "tensors",
+                 "--format", "csv"]) == 0
+    out = capsys.readouterr().out
+    assert "fc1.weight" in out and fresh.url("mlp_external.ptd") in out
+    assert main(["inspect", fresh.url("")]) in (0, 1)  # a folder URL: every artifact under it
+    listed = capsys.readouterr().out
+    assert "mlp_portable.pte" in listed and "llm_tiny.pte" in listed
+    assert main(["compare", fresh.url("mlp_portable.pte"),
+                 str(SAMPLES / "mlp_portable.pte")]) == 0
+    capsys.readouterr()
+    assert main(["inspect", fresh.url("nope.pte", auth=f"u:{SECRET}")]) == 1
+    err = capsys.readouterr().err
+    assert "RemoteNotFoundError" in err or "not found" in err
+    assert SECRET not in err
