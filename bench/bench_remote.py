@@ -175,7 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(f"skip: {llm} is absent (the 1B-shaped LLM export)")
     files += [ROOT / "sample_models" / n for n in
-              ("mlp_aoti.pt2", "mlp.pt2", "llm_tiny_external.ptd", "wide_xnnpack_8da4w.pte")]
+              ("llm_tiny.pte", "llm_tiny_external.pte", "llm_tiny_external.ptd", "mlp_aoti.pt2",
+               "mlp.pt2", "wide_xnnpack_8da4w.pte")]
     print("== budget: open + segments + tensors over http://127.0.0.1 (no latency)")
     rows = [budget(p) for p in files]
     rows += [budget(p, eager=False) for p in files if p.suffix in (".pt2",)]

@@ -450,9 +450,10 @@ class RemoteSource(Source):
         self._mm[r.start:r.start + n] = r.data[:n]
         self._mark(r.start, r.start + n)
 
-    def _plan(self, ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    def _plan(self, ranges: Iterable[tuple[int, int]], gap: int = 0) -> list[tuple[int, int]]:
         """Missing pieces of ``(offset, length)`` ranges: short ones rounded out to
-        :data:`BLOCK`, touching or overlapping ones merged."""
+        :data:`BLOCK`, ones less than ``gap`` bytes apart merged (the bytes between are
+        fetched too: cheaper than another round trip)."""
         wanted = []
         for off, length in ranges:
             start, end = max(0, off), min(self.size, off + length)
@@ -465,7 +466,7 @@ class RemoteSource(Source):
         wanted.sort()
         merged: list[list[int]] = []
         for a, b in wanted:
-            if merged and a <= merged[-1][1]:
+            if merged and a <= merged[-1][1] + gap:
                 merged[-1][1] = max(merged[-1][1], b)
             else:
                 merged.append([a, b])
@@ -479,15 +480,16 @@ class RemoteSource(Source):
         """
         self.prefetch_many([(offset, length)])
 
-    def prefetch_many(self, ranges: Iterable[tuple[int, int]]) -> None:
-        """Fetch every ``(offset, length)`` range not cached yet, with concurrent requests.
+    def prefetch_many(self, ranges: Iterable[tuple[int, int]], gap: int = 0) -> None:
+        """Fetch every ``(offset, length)`` range not cached yet, with concurrent requests
+        (pieces less than ``gap`` bytes apart in one request).
 
         Example:
             >>> src.prefetch_many([(0x10000, 4096), (0x90000, 4096)])   # doctest: +SKIP
         """
         self._ensure_ok()
         with self._lock:
-            plan = self._plan(ranges)
+            plan = self._plan(ranges, gap)
             if plan:
                 for r in self._fetch_all(plan):
                     self._store(r)

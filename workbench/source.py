@@ -194,7 +194,7 @@ class Source:
             >>> src.prefetch(0, 4096)                   # doctest: +SKIP
         """
 
-    def prefetch_many(self, ranges: Any) -> None:
+    def prefetch_many(self, ranges: Any, gap: int = 0) -> None:
         """Nothing to do for a mapped file (see :meth:`prefetch`).
 
         Example:
