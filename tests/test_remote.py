@@ -366,6 +366,27 @@ def test_scan_of_an_s3_prefix_equals_the_local_scan(s3, tmp_path):
         have = _paths_replaced(got[name], "s3://models/m/", "")
         pd.testing.assert_frame_equal(have, want, obj=name)
     assert len(got["artifacts"]) == 7
+    pooled = wb.scan("s3://models/m/", jobs=2, chunksize=2, storage_options=opts)
+    assert pooled.backend.startswith("process pool")
+    pd.testing.assert_frame_equal(pooled["segments"], got["segments"])
+
+
+def test_any_fsspec_url(monkeypatch):
+    fsspec = pytest.importorskip("fsspec")
+    monkeypatch.setattr(_open, "EAGER_BYTES", 0)
+    mem = fsspec.filesystem("memory")
+    for n in ("mlp_xnnpack.pte", "mlp_external.pte", "mlp_external.ptd"):
+        mem.pipe(f"/wbtest/{n}", (SAMPLES / n).read_bytes())
+    try:
+        for n in ("mlp_xnnpack.pte", "mlp_external.pte"):
+            art = wb.open(f"memory://wbtest/{n}")
+            got = _frames(art, "memory://wbtest/", str(SAMPLES) + "/")
+            for frame, df in _frames(wb.open(str(SAMPLES / n))).items():
+                pd.testing.assert_frame_equal(got[frame], df, obj=f"{n}: {frame}")
+        with pytest.raises(wb.RemoteNotFoundError):
+            wb.open("memory://wbtest/nope.pte")
+    finally:
+        mem.rm("/wbtest", recursive=True)
 
 
 # -- the command line takes URLs ------------------------------------------------------------------
