@@ -59,7 +59,6 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import ArtifactError, mask_url
 from .frames import SCHEMAS
-from .remote import head_bytes, is_url, list_files, local_path
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -118,6 +117,8 @@ def discover(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
         >>> [os.path.basename(p) for p, _ in discover("sample_models")][:2]   # doctest: +SKIP
         ['README.md', 'kv_cache.pte']
     """
+    from .remote import is_url, list_files, local_path
+
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     found: dict[str, bool] = {}
@@ -207,6 +208,7 @@ def is_candidate(path: str, explicit: bool,
     bytes match a known format (:func:`workbench.formats.sniff_path`; for a URL one ranged
     read of those bytes)."""
     from . import formats
+    from .remote import head_bytes, is_url
 
     if explicit or path.lower().endswith(ARTIFACT_SUFFIXES):
         return True
@@ -232,6 +234,7 @@ def scan_chunk(files: Sequence[tuple[str, bool]], frames: Sequence[str],
     """
     from ._fmt import no_gc
     from ._open import open as wb_open
+    from .remote import is_url
 
     out: dict[str, Any] = {"artifacts": {c.name: [] for c in SCHEMAS["artifacts"]},
                            "errors": {c.name: [] for c in SCHEMAS["errors"]}, "skipped": []}

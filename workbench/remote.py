@@ -32,7 +32,6 @@ Example:
 
 from __future__ import annotations
 
-import asyncio
 import bisect
 import mmap
 import posixpath
@@ -135,6 +134,8 @@ class _Http(_Transport):
         self.loop = fs.loop
 
     async def get(self, start: int, end: int) -> _Reply:
+        import asyncio
+
         import aiohttp
 
         session = await self.fs.set_session()
@@ -266,6 +267,8 @@ class _Generic(_Transport):
                       None if modified is None else str(modified), False)
 
     async def _call(self, name: str, *args: Any, **kw: Any) -> Any:
+        import asyncio
+
         if self.loop is not None:
             return await getattr(self.fs, "_" + name)(*args, **kw)
         return await asyncio.get_running_loop().run_in_executor(
@@ -503,6 +506,8 @@ class RemoteSource(Source):
         return _run(coro)
 
     async def _gather(self, plan: list[tuple[int, int]], opening: bool) -> list[_Reply]:
+        import asyncio
+
         gate = asyncio.Semaphore(CONCURRENCY)
 
         async def one(a: int, b: int) -> _Reply:
@@ -512,6 +517,8 @@ class RemoteSource(Source):
         return list(await asyncio.gather(*(one(a, b) for a, b in plan)))
 
     async def _get(self, start: int, end: int, opening: bool) -> _Reply:
+        import asyncio
+
         delay = BACKOFF
         why = ""
         for attempt in range(RETRIES + 1):
@@ -708,6 +715,8 @@ def _secrets_of(url: str, options: dict) -> list[str]:
 
 def _run(coro: Any) -> Any:
     """Run ``coro`` to completion on a private event loop (file systems without one)."""
+    import asyncio
+
     box: dict[str, Any] = {}
 
     def target() -> None:
