@@ -170,6 +170,7 @@ def read(p: Placement, src: Source, copy: bool) -> Any:
     if p.span == 0:
         return empty(p.shape, p.dt, copy, p.file, p.name, p.offset)
     what = f"tensor {p.name!r}"
+    src.prefetch(p.offset, p.span * p.dt.itemsize)  # a remote source fetches just these bytes
     raw = None
     if copy:  # through the descriptor: a truncation is a short read, not a fault
         import numpy as np

@@ -13,6 +13,8 @@ Examples::
     workbench kernels model.pte -o selected_operators.yaml   # the kernels a build needs
     workbench scan corpus/ --out corpus.parquet --jobs 8
     workbench scan corpus/ --out corpus.parquet --dask tcp://scheduler:8786
+    workbench inspect https://host/models/llm.pte     # URLs wherever paths go: ranged reads
+    workbench scan s3://bucket/models/ --out s.parquet  # (credentials from the environment)
 
 Output: human-readable text on stdout by default; ``--format csv|json|parquet`` writes only
 that data to stdout (or ``--out FILE``); messages, warnings about bad files and the progress
@@ -39,7 +41,7 @@ from typing import Any
 
 from . import __version__
 from ._fmt import escape, human_bytes
-from .errors import ArtifactError
+from .errors import ArtifactError, mask_url
 
 __all__ = ["main"]
 
@@ -54,6 +56,7 @@ _EPILOG = """examples:
   workbench profile model.pte --repeat 5
   workbench plot model.pte --out layout.png
   workbench scan corpus/ --out corpus.parquet --jobs 8
+  workbench inspect s3://bucket/models/llm.pte --frame segments   # URLs work as paths
 
 exit codes: 0 ok, 1 bad artifact (message on stderr), 2 usage
 """
@@ -97,7 +100,10 @@ def _parser() -> argparse.ArgumentParser:
                "  workbench inspect model.pte --frame tensors --format parquet --out t.parquet\n"
                "  workbench inspect model.pte --data weights.ptd     # external data explicitly\n"
                "  workbench inspect model.pte --no-data              # what is missing without it\n")
-    ins.add_argument("paths", nargs="+", metavar="PATH", help="artifact file or folder (recursive)")
+    ins.add_argument("paths", nargs="+", metavar="PATH",
+                     help="artifact file or folder (recursive); or a URL (http(s)://, s3://, "
+                          "any fsspec URL; one ending in / is a folder), read with ranged "
+                          "requests, credentials from the environment")
     _output_args(ins, "print this frame of one artifact instead of the summary (tensors, "
                       "segments, ...; 'findings' runs the checks)")
     data = ins.add_mutually_exclusive_group()
@@ -162,6 +168,7 @@ def _parser() -> argparse.ArgumentParser:
               "  workbench scan 'models/**/*.pte' --out out/ --jobs 16\n"
               "  workbench scan /shared/corpus --out corpus.parquet --dask tcp://sched:8786\n"
               "  workbench scan corpus/ --out c.parquet --dask local --jobs 4\n"
+              "  workbench scan s3://bucket/models/ --out s3.parquet  # a URL prefix\n"
               "\n"
               "--out NAME.parquet (or .csv) writes NAME.<frame>.parquet for every frame\n"
               "(artifacts, segments, tensors, errors); --out DIR/ writes DIR/<frame>.parquet.\n"
@@ -302,12 +309,14 @@ def _err(msg: object) -> None:
 # -- inspect ------------------------------------------------------------------------------------
 
 def _files(paths: Sequence[str]) -> list[str]:
-    """Files to inspect: files as given; under folders, every artifact (by magic or name)."""
+    """Files to inspect: files as given; under folders, every artifact (by magic or name).
+    URLs work the same way: a URL ending in ``/`` is a folder (listed through fsspec)."""
     from .corpus import discover, is_candidate
+    from .remote import is_url
 
     out: list[str] = []
     for p in paths:
-        if os.path.isdir(p):
+        if os.path.isdir(p) or (is_url(p) and p.endswith("/")):
             found = discover([p], absolute=False)
             out.extend(f for f, explicit in found if is_candidate(f, explicit))
         else:
@@ -529,6 +538,7 @@ def _frame(art: Any, name: str) -> Any:
 
 
 def _report(path: str, e: BaseException) -> None:
+    path = mask_url(path)
     if isinstance(e, ArtifactError):
         _err(e)
     elif isinstance(e, OSError):

@@ -57,6 +57,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .errors import ArtifactError, mask_url
 from .frames import SCHEMAS
 
 if TYPE_CHECKING:
@@ -101,18 +102,23 @@ class Scan(dict):
 # -- discovery ---------------------------------------------------------------------------------
 
 def discover(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
-             absolute: bool = True) -> list[tuple[str, bool]]:
+             absolute: bool = True,
+             storage_options: dict[str, Any] | None = None) -> list[tuple[str, bool]]:
     """The files to scan, sorted, as ``(path, named explicitly)``.
 
     Folders are walked recursively (symlinked folders are not followed); strings with
     ``*``, ``?`` or ``[`` that are not existing paths are glob patterns (``**`` recurses).
     A path that does not exist is returned as explicit, so that the scan reports it.
     Paths are absolute unless ``absolute=False`` (then as joined from what was given).
+    URLs (``s3://bucket/prefix/``, any fsspec URL): one ending in ``/`` or holding a glob
+    character is listed recursively through fsspec (``storage_options``), any other is a file.
 
     Example:
         >>> [os.path.basename(p) for p, _ in discover("sample_models")][:2]   # doctest: +SKIP
         ['README.md', 'kv_cache.pte']
     """
+    from .remote import is_url, list_files, local_path
+
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     found: dict[str, bool] = {}
@@ -128,6 +134,14 @@ def discover(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
 
     for raw in paths:
         p = os.fspath(raw)
+        if is_url(p):
+            if p.endswith("/") or _GLOB_CHARS & set(p):
+                for u in list_files(p, storage_options):
+                    found.setdefault(u, False)
+            else:
+                found[p] = True
+            continue
+        p = local_path(p)
         if os.path.isdir(p):
             walk(p)
         elif os.path.exists(p):
@@ -188,20 +202,26 @@ def _error_row(path: str, e: BaseException) -> dict[str, Any]:
             "structure": None, "offset": None}
 
 
-def is_candidate(path: str, explicit: bool) -> bool:
+def is_candidate(path: str, explicit: bool,
+                 storage_options: dict[str, Any] | None = None) -> bool:
     """Whether ``path`` is scanned: named explicitly, named like an artifact, or its first
-    bytes match a known format (:func:`workbench.formats.sniff_path`)."""
+    bytes match a known format (:func:`workbench.formats.sniff_path`; for a URL one ranged
+    read of those bytes)."""
     from . import formats
+    from .remote import head_bytes, is_url
 
     if explicit or path.lower().endswith(ARTIFACT_SUFFIXES):
         return True
     try:
+        if is_url(path):
+            return formats.sniff(head_bytes(path, formats.HEAD, storage_options)) is not None
         return formats.sniff_path(path) is not None
-    except OSError:
+    except (OSError, ArtifactError):
         return True  # let open() report it
 
 
-def scan_chunk(files: Sequence[tuple[str, bool]], frames: Sequence[str]) -> dict[str, Any]:
+def scan_chunk(files: Sequence[tuple[str, bool]], frames: Sequence[str],
+               storage_options: dict[str, Any] | None = None) -> dict[str, Any]:
     """Scan some files; returns plain columns per frame (what workers send back).
 
     Returns ``{"artifacts": cols, "errors": cols, <frame>: cols, ..., "skipped": [paths]}``
@@ -214,17 +234,19 @@ def scan_chunk(files: Sequence[tuple[str, bool]], frames: Sequence[str]) -> dict
     """
     from ._fmt import no_gc
     from ._open import open as wb_open
+    from .remote import is_url
 
     out: dict[str, Any] = {"artifacts": {c.name: [] for c in SCHEMAS["artifacts"]},
                            "errors": {c.name: [] for c in SCHEMAS["errors"]}, "skipped": []}
     for name in frames:
         out[name] = _empty(name)
-    for path, explicit in files:
-        if not is_candidate(path, explicit):
+    for url, explicit in files:
+        path = mask_url(url)  # what rows show (no credentials)
+        if not is_candidate(url, explicit, storage_options):
             out["skipped"].append(path)
             continue
         try:
-            art = wb_open(path)
+            art = wb_open(url, storage_options=storage_options) if is_url(url) else wb_open(url)
         except Exception as e:  # every failure becomes an errors row
             _add_row(out["errors"], _error_row(path, e))
             continue
@@ -248,10 +270,11 @@ def _add_row(dest: Columns, row: dict[str, Any]) -> None:
         v.append(row.get(k))
 
 
-def _scan_chunk_frames(files: Sequence[tuple[str, bool]], frames: Sequence[str]
+def _scan_chunk_frames(files: Sequence[tuple[str, bool]], frames: Sequence[str],
+                      storage_options: dict[str, Any] | None = None
                        ) -> dict[str, pd.DataFrame]:
     """:func:`scan_chunk`, with the frames built (the partitions of ``as_dask=True``)."""
-    got = scan_chunk(files, frames)
+    got = scan_chunk(files, frames, storage_options)
     return {name: _build(name, got[name]) for name in ("artifacts", *frames, "errors")}
 
 
@@ -313,11 +336,12 @@ def _chunks(files: list, workers: int, chunksize: int | None) -> list[list]:
 # -- backends -----------------------------------------------------------------------------------
 
 def _run_local(chunks: list[list], frames: Sequence[str], jobs: int,
-               tick: Callable[[int], None]) -> list[dict[str, Any]]:
+               tick: Callable[[int], None],
+               options: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     if jobs <= 1 or len(chunks) <= 1:
         out = []
         for c in chunks:
-            out.append(scan_chunk(c, frames))
+            out.append(scan_chunk(c, frames, options))
             tick(len(c))
         return out
     import multiprocessing as mp
@@ -328,7 +352,8 @@ def _run_local(chunks: list[list], frames: Sequence[str], jobs: int,
     results: list[dict[str, Any] | None] = [None] * len(chunks)
     with ProcessPoolExecutor(max_workers=min(jobs, len(chunks)),
                              mp_context=mp.get_context(method)) as pool:
-        futs = {pool.submit(scan_chunk, c, tuple(frames)): i for i, c in enumerate(chunks)}
+        futs = {pool.submit(scan_chunk, c, tuple(frames), options): i
+                for i, c in enumerate(chunks)}
         for f in as_completed(futs):
             i = futs[f]
             results[i] = f.result()
@@ -349,10 +374,12 @@ def _client(scheduler: Any) -> tuple[Any, bool]:
 
 
 def _run_dask(client: Any, chunks: list[list], frames: Sequence[str],
-              tick: Callable[[int], None]) -> list[dict[str, Any]]:
+              tick: Callable[[int], None],
+              options: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     from distributed import as_completed
 
-    futs = client.map(scan_chunk, chunks, frames=tuple(frames), pure=False)
+    futs = client.map(scan_chunk, chunks, frames=tuple(frames), storage_options=options,
+                      pure=False)
     index = {f.key: i for i, f in enumerate(futs)}
     results: list[dict[str, Any] | None] = [None] * len(chunks)
     for f, res in as_completed(futs, with_results=True):  # results gathered in batches
@@ -363,7 +390,8 @@ def _run_dask(client: Any, chunks: list[list], frames: Sequence[str],
     return results  # type: ignore[return-value]
 
 
-def _as_dask(client: Any, chunks: list[list], frames: Sequence[str]) -> dict[str, Any]:
+def _as_dask(client: Any, chunks: list[list], frames: Sequence[str],
+             options: dict[str, Any] | None = None) -> dict[str, Any]:
     import dask
     import dask.dataframe as dd
     from dask.dataframe.utils import clear_known_categories
@@ -371,7 +399,8 @@ def _as_dask(client: Any, chunks: list[list], frames: Sequence[str]) -> dict[str
     names = ("artifacts", *frames, "errors")
     if not chunks:
         chunks = [[]]
-    parts = client.map(_scan_chunk_frames, chunks, frames=tuple(frames), pure=False)
+    parts = client.map(_scan_chunk_frames, chunks, frames=tuple(frames),
+                       storage_options=options, pure=False)
     out = {}
     for name in names:
         meta = clear_known_categories(_build(name, _merge([], frames)[0][name]))
@@ -394,11 +423,16 @@ def scan(
     frames: Sequence[str] = DEFAULT_FRAMES,
     progress: bool | None = False,
     chunksize: int | None = None,
+    storage_options: dict[str, Any] | None = None,
 ) -> Scan:
     """Scan every artifact under ``paths`` into one frame per kind (see the module doc).
 
     Args:
-        paths: files, folders (walked recursively) and glob patterns.
+        paths: files, folders (walked recursively) and glob patterns; or URLs:
+            ``s3://bucket/prefix/`` (any fsspec URL ending in ``/``) is listed recursively
+            and each artifact read with ranged requests (metadata only), with the same
+            frames as a local scan (``artifact`` and ``file`` columns hold the URLs,
+            credentials masked).
         jobs: worker processes for the local pool (default: the CPU count, but no more than
             one per 32 files; ``1`` runs in this process). With a Dask scheduler: only used
             to size chunks (default: the cluster's threads).
@@ -409,6 +443,8 @@ def scan(
         frames: format frames to collect besides ``artifacts`` and ``errors``.
         progress: a tqdm progress bar on stderr (``None``: only when stderr is a terminal).
         chunksize: files per task (default: about four tasks per worker, at most 64 files).
+        storage_options: for URLs: options of the fsspec file system (credentials come
+            only from here or the environment); passed to every worker.
 
     Returns:
         A :class:`Scan` (a dict): ``artifacts``, each of ``frames``, ``errors`` — pandas
@@ -419,6 +455,7 @@ def scan(
         >>> res["artifacts"].set_index("artifact")["padding_pct"].max()   # doctest: +SKIP
         >>> from distributed import Client                                # doctest: +SKIP
         >>> res = scan("/corpus", scheduler=Client("tcp://10.0.0.5:8786"))  # doctest: +SKIP
+        >>> res = scan("s3://bucket/models/", storage_options={"anon": True})  # doctest: +SKIP
     """
     frames = tuple(frames)
     for name in frames:
@@ -428,7 +465,7 @@ def scan(
     if jobs is not None and jobs < 1:
         raise ValueError(f"jobs must be >= 1, not {jobs}")
     t0 = time.perf_counter()
-    files = discover(paths)
+    files = discover(paths, storage_options=storage_options)
     result = Scan()
     result.files = len(files)
     result.skipped = []
@@ -445,7 +482,8 @@ def scan(
         else:
             client, _ = _client(scheduler)  # kept open: the frames live on it
         workers = jobs or max(1, sum(client.nthreads().values()))
-        result.update(_as_dask(client, _chunks(files, workers, chunksize), frames))
+        result.update(_as_dask(client, _chunks(files, workers, chunksize), frames,
+                               storage_options))
         result.backend = f"dask at {client.scheduler.address}"
         result.seconds = time.perf_counter() - t0
         return result
@@ -460,7 +498,7 @@ def scan(
             try:
                 workers = jobs or max(1, sum(client.nthreads().values()))
                 chunks = _chunks(files, workers, chunksize)
-                results = _run_dask(client, chunks, frames, bar.update)
+                results = _run_dask(client, chunks, frames, bar.update, storage_options)
                 result.backend = f"dask at {client.scheduler.address}"
             finally:
                 if own:
@@ -469,7 +507,7 @@ def scan(
             # by default a process per ~32 files at most: starting one costs more than that
             workers = jobs or max(1, min(os.cpu_count() or 1, len(files) // 32))
             chunks = _chunks(files, workers, chunksize)
-            results = _run_local(chunks, frames, workers, bar.update)
+            results = _run_local(chunks, frames, workers, bar.update, storage_options)
             result.backend = ("in-process" if workers == 1 or len(chunks) <= 1
                               else f"process pool of {min(workers, len(chunks))} workers")
     finally:

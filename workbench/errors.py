@@ -32,6 +32,12 @@ __all__ = [
     "UnsafeContentError",
     "StaleFileError",
     "MissingKernelError",
+    "RemoteError",
+    "RemoteNotFoundError",
+    "RemoteAccessError",
+    "RemoteUnavailableError",
+    "RangeNotSupportedError",
+    "mask_url",
 ]
 
 
@@ -85,7 +91,7 @@ class ArtifactError(ValueError):
         structure: str | None = None,
         offset: int | None = None,
     ) -> None:
-        self.file = os.path.basename(os.fspath(file)) if file is not None else None
+        self.file = _display(file) if file is not None else None
         self.structure = structure
         self.offset = offset
         self.detail = detail
@@ -103,6 +109,44 @@ class ArtifactError(ValueError):
 
     def __reduce__(self):  # keep the keyword-only fields when pickled (process pools)
         return (_rebuild, (type(self), self.detail, self.file, self.structure, self.offset))
+
+
+def _display(file: str | os.PathLike[str]) -> str:
+    """How an error names a file: its base name, or a whole URL with credentials masked."""
+    text = os.fspath(file)
+    return mask_url(text) if "://" in text else os.path.basename(text)
+
+
+#: Query parameters whose values are secrets (pre-signed URLs, tokens): masked in messages.
+_SECRET_PARAMS = ("signature", "token", "credential", "secret", "password", "key", "sig",
+                  "auth")
+
+
+def mask_url(url: str) -> str:
+    """``url`` with its password and the values of secret-looking query parameters
+    replaced by ``***`` (how URLs appear in messages, frames and ``repr``).
+
+    Example:
+        >>> mask_url("https://me:hunter2@host/m.pte?X-Amz-Signature=abc&v=1")
+        'https://me:***@host/m.pte?X-Amz-Signature=***&v=1'
+    """
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    netloc, slash, tail = rest.partition("/")
+    if "@" in netloc:
+        user, _, host = netloc.rpartition("@")
+        name = user.split(":", 1)[0]
+        netloc = f"{name}:***@{host}" if ":" in user else f"***@{host}"
+    path, q, query = tail.partition("?")
+    if q:
+        parts = []
+        for item in query.split("&"):
+            k, eq, _v = item.partition("=")
+            secret = eq and any(w in k.lower() for w in _SECRET_PARAMS)
+            parts.append(f"{k}=***" if secret else item)
+        path = f"{path}?{'&'.join(parts)}"
+    return f"{scheme}://{netloc}{slash}{path}"
 
 
 def _rebuild(cls, detail, file, structure, offset):  # pragma: no cover - used by pickle
@@ -157,6 +201,40 @@ class StaleFileError(ArtifactError):
         ...     art = art.reload()
         model.pte: changed since it was opened: size 5408 -> 120, mtime ...
     """
+
+
+class RemoteError(ArtifactError):
+    """A remote artifact (``http(s)://``, ``s3://``, any fsspec URL) could not be read as
+    asked. The message names the URL with its credentials masked; the transport's own
+    exception (aiohttp, botocore) is never raised or chained.
+
+    Example:
+        >>> import workbench as wb
+        >>> try:
+        ...     wb.open("https://example.invalid/m.pte")     # doctest: +SKIP
+        ... except wb.RemoteError as e:
+        ...     print(type(e).__name__)
+        RemoteUnavailableError
+    """
+
+
+class RemoteNotFoundError(RemoteError):
+    """The URL names no object (HTTP 404, S3 ``NoSuchKey``)."""
+
+
+class RemoteAccessError(RemoteError):
+    """The server refused access (HTTP 401/403, S3 ``AccessDenied``): check the
+    credentials given in ``storage_options`` or the environment."""
+
+
+class RemoteUnavailableError(RemoteError):
+    """The server did not answer with the bytes asked for after a bounded number of retries
+    with backoff: 5xx, 416 (range not satisfiable), a dropped connection or a timeout."""
+
+
+class RangeNotSupportedError(RemoteError):
+    """The server ignored ``Range`` and began sending the whole file; the workbench refuses
+    to download it silently (``open(url, allow_full_download=True)`` accepts it)."""
 
 
 class MissingKernelError(ArtifactError):

@@ -88,6 +88,9 @@ class FlatBuffer:
         findings: list[Finding] | None = None,
     ) -> None:
         src.check(base, end - base, f"{name} flatbuffer")
+        prefetch = getattr(src, "prefetch", None)
+        if prefetch is not None:  # a remote source fetches the whole table region now
+            prefetch(base, end - base)
         self.src = src
         self.buf = src.buf
         self.base = base

@@ -66,6 +66,8 @@ class Source:
     """
 
     __slots__ = ("path", "name", "size", "buf", "_mm", "_fd", "_ident", "__weakref__")
+    #: ``True`` for a :class:`~workbench.remote.RemoteSource` (ranged reads of a URL).
+    remote = False
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = os.fspath(path)
@@ -182,6 +184,33 @@ class Source:
     def head(self, n: int = 64) -> bytes:
         """The first ``min(n, size)`` bytes (used for format detection)."""
         return bytes(self.buf[: min(n, self.size)])
+
+    # -- hints for ranged reads ---------------------------------------------------------------
+    def prefetch(self, offset: int, length: int) -> None:
+        """Nothing to do for a mapped file: a :class:`~workbench.remote.RemoteSource`
+        fetches ``[offset, offset+length)`` here, before a reader reads :attr:`buf`.
+
+        Example:
+            >>> src.prefetch(0, 4096)                   # doctest: +SKIP
+        """
+
+    def prefetch_many(self, ranges: Any, gap: int = 0) -> None:
+        """Nothing to do for a mapped file (see :meth:`prefetch`).
+
+        Example:
+            >>> src.prefetch_many([(0, 64), (4096, 64)])   # doctest: +SKIP
+        """
+
+    @property
+    def transfer(self) -> dict[str, int]:
+        """Requests made and bytes fetched for this file: none for a mapped local file
+        (a :class:`~workbench.remote.RemoteSource` counts its ranged requests).
+
+        Example:
+            >>> Source("sample_models/mlp_portable.pte").transfer   # doctest: +SKIP
+            {'requests': 0, 'bytes': 0}
+        """
+        return {"requests": 0, "bytes": 0}
 
     # -- live files -------------------------------------------------------------------------
     @property

@@ -345,6 +345,7 @@ class ZipDirectory:
 
     # -- central directory ------------------------------------------------------------------
     def _central_directory(self) -> None:
+        self.src.prefetch(self.cd_offset, self.cd_size)  # a remote archive: one request
         cols = self._central_fast() if self.count else None
         if cols is None:
             cols = self._central_scalar()
@@ -498,6 +499,9 @@ class ZipDirectory:
             return
         limit = self.cd_offset  # member data lies before the central directory
         lho, csize, names = c.lho, c.csize, c.names
+        if self.src.remote:  # each local header, its name and extra field (+ slack)
+            self.src.prefetch_many(zip(lho.tolist(), (c.n_len + c.rec - CENTRAL_SIZE
+                                                      + LOCAL_SIZE + 64).tolist()))
         tolerant = self.tolerant
         unplaced = lho + LOCAL_SIZE > limit
         for k in np.flatnonzero(unplaced).tolist():

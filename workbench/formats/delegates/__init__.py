@@ -32,7 +32,48 @@ from .quant import UnsupportedQuantizationError, dequantize
 
 __all__ = ["BACKENDS", "BlobInfo", "Finding", "SubSegment", "UnsupportedQuantizationError",
            "dequantize", "inspect_blob", "inspect_blobs", "kernel_findings", "node_columns",
-           "tensor_columns"]
+           "prefetch_blobs", "tensor_columns"]
+
+#: Bytes fetched first from the head of each delegate blob of a remote program.
+BLOB_HEAD = 8 << 10
+#: Blob ranges less than this far apart are fetched in one request (cheaper than a round trip).
+BLOB_GAP = 64 << 10
+#: A blob without a header saying where its graph ends is fetched whole up to this size
+#: (the inspectors may read any of its bytes; larger ones are read on demand, range by range).
+BLOB_WHOLE = 64 << 20
+
+
+def _needed(head: bytes, size: int) -> int:
+    """How many leading bytes of a blob its inspector reads, from its first bytes: header and
+    graph of an ``XH00`` (XNNPACK) blob (not its constant data), else the whole blob."""
+    import struct
+
+    if len(head) >= 24 and head[4:8] == b"XH00":
+        fb_off, fb_size = struct.unpack_from("<II", head, 10)
+        return min(size, fb_off + fb_size)
+    return min(size, BLOB_WHOLE)
+
+
+def prefetch_blobs(src: object, blobs: list[tuple[int, int]]) -> None:
+    """Fetch what the inspectors read of each ``(offset, size)`` delegate blob of a remote
+    source: the first :data:`BLOB_HEAD` bytes of every blob (concurrent requests; blobs
+    less than :data:`BLOB_GAP` apart in one), then the rest of what its header says the
+    inspector reads (a no-op for a mapped file).
+
+    Example:
+        >>> prefetch_blobs(src, [(0x10000, 52000), (0x30000, 9000)])   # doctest: +SKIP
+    """
+    ok = [(o, z) for o, z in blobs if 0 <= o and z > 0 and o + z <= src.size]  # type: ignore[attr-defined]
+    src.prefetch_many([(o, min(z, BLOB_HEAD)) for o, z in ok],  # type: ignore[attr-defined]
+                      gap=BLOB_GAP)
+    more = []
+    for o, z in ok:
+        head = bytes(src.buf[o:o + min(z, 64)])  # type: ignore[attr-defined]
+        need = _needed(head, z)
+        if need > BLOB_HEAD:
+            more.append((o + BLOB_HEAD, need - BLOB_HEAD))
+    if more:
+        src.prefetch_many(more, gap=BLOB_GAP)  # type: ignore[attr-defined]
 
 
 def _backends() -> tuple[ModuleType, ...]:

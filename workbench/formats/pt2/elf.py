@@ -43,12 +43,14 @@ def elf_symbol_range(src: Source, start: int, size: int, first: bytes,
         (290688, 293888)
     """
     buf = src.buf
+    src.prefetch(start, min(size, 64))  # (a remote source fetches what is read; else no-op)
     if size < 64 or bytes(buf[start:start + 6]) != b"\x7fELF\x02\x01":
         return None
     h = _ELF_HEAD.unpack_from(buf, start)
     shoff, shentsize, shnum = h[6], h[11], h[12]  # e_shoff, e_shentsize, e_shnum
     if shentsize != _SHDR.size or shnum == 0 or shoff + shnum * shentsize > size:
         return None
+    src.prefetch(start + shoff, shnum * shentsize)
     sections = [_Section._make(_SHDR.unpack_from(buf, start + shoff + k * shentsize))
                 for k in range(shnum)]
     found: dict[bytes, int] = {}
@@ -59,6 +61,8 @@ def elf_symbol_range(src: Source, start: int, size: int, first: bytes,
             strtab = sections[sh.link]
             if sh.offset + sh.size > size or strtab.offset + strtab.size > size:
                 return None
+            src.prefetch_many([(start + strtab.offset, strtab.size),
+                               (start + sh.offset, sh.size)])
             names = bytes(buf[start + strtab.offset: start + strtab.offset + strtab.size])
             targets = {}
             for want in (first, last):

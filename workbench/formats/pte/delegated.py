@@ -31,7 +31,7 @@ import numpy as np
 
 from ..._cols import filled, objects
 from ...errors import ArtifactError, Finding
-from ..delegates import BlobInfo, inspect_blob, inspect_blobs, kernel_findings
+from ..delegates import BlobInfo, inspect_blob, inspect_blobs, kernel_findings, prefetch_blobs
 from ..delegates._columns import MISSING, _whole, node_columns, tensor_columns
 from .external import External
 from .program import ProgramReader
@@ -99,6 +99,8 @@ class DelegateBlobs:
         if not items:
             self._kernel_findings()
             return []
+        if r.src.remote:  # fetch what the inspectors read: each blob's head, then its graph
+            prefetch_blobs(r.src, [(off, size) for off, size, *_ in items])
         buf = r.src.buf
         named = self.named_map()
         infos: list[BlobInfo | None]

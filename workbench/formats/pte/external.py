@@ -201,6 +201,9 @@ class External:
         """The content-hash keys each blob mentions (empty for one too large to scan); the
         blobs are scanned once per program."""
         if self._hex_sets is None:
+            self.src.prefetch_many([(d.offset, d.size) for plan in self.methods  # (remote)
+                                    for d in plan.delegates if d.size <= MAX_SCANNED_BLOB],
+                                   gap=64 << 10)
             self._hex_sets = [set() if view is None else _hex_runs(view)
                               for _, view, _, _ in self._blobs()]
         return self._hex_sets
