@@ -35,6 +35,7 @@ from .errors import (
     UnsafeContentError,
     UnsupportedVersionError,
 )
+from .memory import memory
 from .profiling import profile
 from .timing import run, timeline
 
@@ -47,6 +48,7 @@ __all__ = [
     "profile",
     "timeline",
     "run",
+    "memory",
     "Artifact",
     "ArtifactError",
     "UnknownFormatError",
