@@ -178,7 +178,7 @@ def _predict(art: Artifact, data: str | None, method: str, loader: str) -> tuple
     const_bytes = sum(s for _, s in const)
     rows = _Rows()
     base = os.path.basename(prog)
-    lock_ok = _mlock_works(_pages([(0, fb)] + const))
+    lock_ok = _mlock_works(_pages([(0, fb), *const]))
     eff = loader
     findings: list[str] = []
     if loader == "mmap" and not lock_ok:
@@ -206,7 +206,7 @@ def _predict(art: Artifact, data: str | None, method: str, loader: str) -> tuple
                  _pages([(0, fb)]), explains="segments kind=header/flatbuffer", file=prog,
                  note="mapped and mlock-ed: every page resident")
         rows.add("constant segment (mapped, locked)", "load_program", "file",
-                 _pages([(0, fb)] + const) - _pages([(0, fb)]),
+                 _pages([(0, fb), *const]) - _pages([(0, fb)]),
                  explains="segments kind=constant; tensors storage=segment", file=prog,
                  note="mapped and mlock-ed at load_program: every page resident")
     else:  # mmap_nolock
@@ -316,7 +316,7 @@ def _predict(art: Artifact, data: str | None, method: str, loader: str) -> tuple
         if kernel_ranges:
             lock = lock_ok and loader != "mmap_nolock"
             rows.add(".ptd pages of kernel constants", "load_method" if lock else "execute",
-                     "file", _pages(head + kernel_ranges) - _pages(head),
+                     "file", _pages([*head, *kernel_ranges]) - _pages(head),
                      explains="named_data (.ptd) role=tensor", file=data,
                      note="mapped and mlock-ed when the method loads" if lock else
                      "estimated: pages read by kernels")
@@ -324,7 +324,7 @@ def _predict(art: Artifact, data: str | None, method: str, loader: str) -> tuple
     # -- portable constants touched without lock ------------------------------------------------
     if eff == "mmap_nolock" and const_bytes:
         rows.add("constant segment (pages read)", "execute", "file",
-                 _pages([(0, fb)] + const) - _pages([(0, fb)]),
+                 _pages([(0, fb), *const]) - _pages([(0, fb)]),
                  explains="segments kind=constant; tensors storage=segment", file=prog,
                  note="estimated: every constant page read by a kernel at the first execute")
     # -- method metadata -------------------------------------------------------------------
@@ -362,10 +362,12 @@ def _largest_call(sel: Any) -> int:
 
 
 def _isna(x: Any) -> bool:
+    import pandas as pd
+
     try:
-        return x is None or bool(x != x) or x is getattr(__import__("pandas"), "NA")
-    except TypeError:
-        return True
+        return bool(pd.isna(x))
+    except (TypeError, ValueError):
+        return False
 
 
 def _summary(rows: list[dict[str, Any]], transient: dict[str, int]) -> tuple[dict, int]:
