@@ -35,7 +35,7 @@ from .errors import (
     UnsafeContentError,
     UnsupportedVersionError,
 )
-from .memory import memory
+from .fit import memory
 from .profiling import profile
 from .timing import run, timeline
 
