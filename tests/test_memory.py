@@ -162,3 +162,35 @@ def test_cli_budget_gates(sample, capsys):
     assert main(["memory", p, "--budget", "lots"]) == 2
     assert main(["memory", p, "--loader", "buffer", "--format", "csv"]) == 0
     assert "program buffer (whole file)" in capsys.readouterr().out
+
+
+def test_plot_stacks_what_is_held(sample):
+    from workbench import plots
+
+    m = wb.memory(sample("llm_tiny.pte"))
+    fig = plots.memory(m)
+    ax = fig.axes[0]
+    tops = {}
+    for patch in ax.patches:
+        if patch.get_fill():
+            x = round(patch.get_x() + patch.get_width() / 2)
+            tops[x] = max(tops.get(x, 0), patch.get_y() + patch.get_height())
+    for i, ph in enumerate(fit.PHASES):
+        assert tops[i] == pytest.approx(m.attrs["by_phase"][ph])
+    assert max(line.get_ydata()[0] for line in ax.get_lines()) == m.attrs["peak"]
+
+
+def test_explorer_panel(sample):
+    pytest.importorskip("ipywidgets")
+    from workbench.widgets._memory_panel import MemoryFitPanel
+
+    panel = MemoryFitPanel()
+    with wb.open(sample("llm_tiny.pte")) as art:
+        panel.show(art)
+        assert panel.frame.attrs["peak"] == wb.memory(art).attrs["peak"]
+        assert "peak" in panel.summary.value
+        panel.loader.value = "buffer"
+        assert "held twice" in panel.summary.value
+    with wb.open(sample("mlp.pt2")) as art:
+        panel.show(art)
+        assert panel.frame is None and ".pte" in panel.summary.value

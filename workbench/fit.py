@@ -460,6 +460,7 @@ def memory(program: Any, data: Any = None, *, method: str = "forward", loader: s
     frame.attrs.update({"by_phase": by_phase, "peak": peak, "findings": extra["findings"],
                         "loader": loader, "effective_loader": extra["effective_loader"],
                         "mlock": extra["mlock"], "loaders": loaders, "savings": savings,
+                        "transient": extra["transient"],
                         "program": path, "data": data, "method": method})
     if measure:
         frame.attrs["measured"] = _measure(path, data, method, loader, peak, libraries, limit,

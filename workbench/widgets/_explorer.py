@@ -549,7 +549,11 @@ class Explorer(widgets.VBox):
         self.memory_view = FigureView()
         self.memory_table = PagedTable(page_size=10, empty="no memory-planned tensors")
         self.memory_method.observe(lambda _: guarded(Explorer._draw_memory)(self), names="value")
-        self.memory_panel = widgets.VBox([self.memory_method, self.memory_view, self.memory_table])
+        from ._memory_panel import MemoryFitPanel  # will it fit (wb.memory)
+
+        self.memory_fit = MemoryFitPanel()
+        self.memory_panel = widgets.VBox([self.memory_method, self.memory_view, self.memory_table,
+                                          self.memory_fit])
 
     def _draw_memory(self) -> None:
         if 5 in self._stale:
@@ -565,6 +569,7 @@ class Explorer(widgets.VBox):
             self.memory_view.show_note("nothing is memory-planned in this artifact")
         else:
             self.memory_view.show(lambda: plots_module().memory_plan(art, method=method))
+        self.memory_fit.show(art)
         if method is not None:
             plan = plan[plan["method"].astype(str) == method]
         self.memory_table.set_frame(plan)
