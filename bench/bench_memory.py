@@ -82,6 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="the samples only")
     ap.add_argument("--rows", action="store_true", help="print every component table")
+    ap.add_argument("--case", action="append", metavar="NAME",
+                    help="only these cases (file names, e.g. llm_1b.pte); repeatable")
     args = ap.parse_args(argv)
 
     import pandas as pd
@@ -91,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
 
     results = []
     for name, path, loader in cases(args.quick):
+        if args.case and name not in args.case:
+            continue
         try:
             m = wb.memory(path, loader=loader, measure=True)
         except Exception as e:  # a case that cannot run says why, the others go on
