@@ -431,7 +431,11 @@ def memory(program: Any, data: Any = None, *, method: str = "forward", loader: s
     opened = isinstance(program, (str, os.PathLike))
     art = _open.open(program) if opened else program
     try:
-        if art.format == "bpte":
+        bundled = art.format == "bpte"
+        if bundled:
+            if measure:
+                raise ValueError(f"{os.path.basename(art.path)}: a bundled program cannot be "
+                                 "measured (Runtime.load_program rejects .bpte files)")
             art = art.program
         if art.format != "pte":
             raise TypeError(f"wb.memory needs an ExecuTorch program (.pte), not {art.format}")
