@@ -110,6 +110,9 @@ def test_planned_arena_grows_what_the_runtime_allocates(sample, tmp_path):
     got = m.attrs["measured"]
     assert m.attrs["by_phase"]["load_program"] >= 8 * MB
     assert got["anon"]["load_program"] >= 8 * MB - 64 * 1024
+    arena = m.set_index("component").loc["planned arena mem_id 1"]
+    assert arena["measured"] == got["anon"]["load_program"]
+    assert abs(arena["measured"] - arena["bytes"]) < 64 * 1024
     for ph in fit.PHASES:
         assert _close(m.attrs["by_phase"][ph], got["by_phase"][ph]), ph
 
@@ -126,6 +129,8 @@ def test_prediction_matches_measurement(sample, name):
         files = got["files"]
         assert files["load_program"]["data"] < files["load_method"]["data"]
         assert files["load_method"]["data"] >= 600 * 1024
+        row = m.set_index("component").loc[".ptd pages of kernel constants"]
+        assert abs(row["measured"] - row["bytes"]) <= 0.05 * row["bytes"]
 
 
 def test_unmeasurable_loader_says_so(sample):

@@ -409,7 +409,9 @@ def memory(program: Any, data: Any = None, *, method: str = "forward", loader: s
         file cannot tell). ``attrs``: ``by_phase`` (resident bytes at the end of each phase),
         ``peak`` (most held at once, transient copies included), ``findings``, ``savings``
         (what could be saved), ``loaders`` (``by_phase`` and ``peak`` of every loader), and
-        with ``measure=True`` ``measured`` (same keys, plus ``anon``/``file`` per phase).
+        with ``measure=True`` ``measured`` (same keys, plus ``anon``/``file`` per phase) and a
+        ``measured`` column: the bytes measured for a row where the measurement separates it
+        (a file's resident growth, the arena's anon growth), NaN elsewhere.
 
     Raises:
         ValueError: an unknown loader; measuring a loader the Python runtime cannot select.
@@ -467,9 +469,35 @@ def memory(program: Any, data: Any = None, *, method: str = "forward", loader: s
                         "transient": extra["transient"],
                         "program": path, "data": data, "method": method})
     if measure:
-        frame.attrs["measured"] = _measure(path, data, method, loader, peak, libraries, limit,
-                                           allow_over_memory, timeout)
+        got = _measure(path, data, method, loader, peak, libraries, limit, allow_over_memory,
+                       timeout)
+        frame.attrs["measured"] = got
+        frame["measured"] = _separable(frame, got, path, data)
     return frame
+
+
+def _separable(frame: pd.DataFrame, got: dict[str, Any], program: str,
+               data: str | None) -> list[float]:
+    """Measured bytes per row where the measurement separates them: a file's resident growth
+    in a phase when one counted row of that file is allocated there and kept; the anon growth
+    at ``load_program`` when the planned arena is the only anon row there. NaN elsewhere."""
+    label = {program: "program", data: "data"}
+    out = [math.nan] * len(frame)
+    prev = dict.fromkeys(("program", "data"), 0)
+    for ph in PHASES:
+        files = got["files"][ph]
+        here = frame[(frame["phase"] == ph) & frame["counted"] & frame["released"].isna()]
+        for f, key in label.items():
+            if f is None or key not in files:
+                continue
+            rows = here[(here["storage"] == "file") & (here["file"] == f)]
+            if len(rows) == 1:
+                out[rows.index[0]] = float(files[key] - prev[key])
+        anon = here[here["storage"] == "anon"]
+        if ph == "load_program" and len(anon) == 1:
+            out[anon.index[0]] = float(got["anon"][ph])
+        prev = {k: files.get(k, 0) for k in prev}
+    return out
 
 
 def _savings(art: Artifact, rows: list[dict[str, Any]], loader: str,
