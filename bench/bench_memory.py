@@ -72,7 +72,7 @@ def cases(quick: bool) -> list[tuple[str, Path, str]]:
             print("skip big_400mb.pte: not built (.venv/bin/python bench/_artifacts.py big)")
         one_b = cache / "llm_1b" / "llm_1b.pte"
         if one_b.is_file():
-            out += [("llm_1b.pte", one_b, "mmap")]
+            out += [("llm_1b.pte", one_b, "mmap"), ("llm_1b.pte", one_b, "buffer")]
         else:
             print(f"skip llm_1b.pte: {one_b} is absent")
     return out
