@@ -558,6 +558,7 @@ class Explorer(widgets.VBox):
     def _draw_memory(self) -> None:
         if 5 in self._stale:
             return
+        self.memory_fit.show(self.art)
         plan = self._frame("memory_plan")
         if plan is None:
             self.memory_view.show_note(f"{self.art.format if self.art else 'no artifact'}: no memory plan")
@@ -569,7 +570,6 @@ class Explorer(widgets.VBox):
             self.memory_view.show_note("nothing is memory-planned in this artifact")
         else:
             self.memory_view.show(lambda: plots_module().memory_plan(art, method=method))
-        self.memory_fit.show(art)
         if method is not None:
             plan = plan[plan["method"].astype(str) == method]
         self.memory_table.set_frame(plan)
