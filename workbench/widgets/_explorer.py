@@ -549,16 +549,11 @@ class Explorer(widgets.VBox):
         self.memory_view = FigureView()
         self.memory_table = PagedTable(page_size=10, empty="no memory-planned tensors")
         self.memory_method.observe(lambda _: guarded(Explorer._draw_memory)(self), names="value")
-        from ._memory_panel import MemoryFitPanel  # will it fit (wb.memory)
-
-        self.memory_fit = MemoryFitPanel()
-        self.memory_panel = widgets.VBox([self.memory_method, self.memory_view, self.memory_table,
-                                          self.memory_fit])
+        self.memory_panel = widgets.VBox([self.memory_method, self.memory_view, self.memory_table])
 
     def _draw_memory(self) -> None:
         if 5 in self._stale:
             return
-        self.memory_fit.show(self.art)
         plan = self._frame("memory_plan")
         if plan is None:
             self.memory_view.show_note(f"{self.art.format if self.art else 'no artifact'}: no memory plan")
