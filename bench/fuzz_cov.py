@@ -350,7 +350,7 @@ class Run:
 
 def _warm_lazy_imports() -> None:
     """Import what the library imports lazily on some inputs only, before the baseline: torch
-    (``Artifact.tensor`` and ``Artifact._empty`` for the dtypes numpy lacks).
+    (``Artifact.tensor``: ``workbench._tensor.read`` and ``empty`` for the dtypes numpy lacks).
     Without it the first mutant with a bfloat16 or complex32 tensor pays torch's import
     (~185 MiB RSS, ~1 s) and is read as a reader's memory growth or slowness."""
     import importlib.util

@@ -238,16 +238,16 @@ def test_identity_checks_are_one_stat_per_operation(tmp_path):
 
 def test_the_profiler_refuses_a_file_changed_since_its_plan(tmp_path):
     from workbench.errors import StaleFileError
-    from workbench.profiling import _ensure_unchanged, _identities
+    from workbench.profiling._files import ensure_unchanged, identities
 
     p = tmp_path / "m.pte"
     shutil.copy(SAMPLE, p)
-    planned = _identities([str(p)])
-    _ensure_unchanged(planned)
+    planned = identities([str(p)])
+    ensure_unchanged(planned)
     with open(p, "r+b") as f:
         f.truncate(120)
     with pytest.raises(StaleFileError, match="size 5408 -> 120"):
-        _ensure_unchanged(planned)
+        ensure_unchanged(planned)
 
 
 def _control() -> None:  # pragma: no cover - runs in a subprocess, dies of SIGBUS

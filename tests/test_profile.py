@@ -307,20 +307,21 @@ def test_spread_and_repeats(tmp_path):
 
 def test_fork_and_spawn_measure_the_same_thing(tmp_path):
     from workbench import profiling
+    from workbench.profiling import _workers
 
     f = _write(tmp_path / "i.bin", 2 * MiB)
     forked = wb.profile(f, paths=["read", "mmap_touch"], repeat=1, progress=False)
-    server = profiling._SERVER
+    server = _workers._SERVER
     assert forked.info["isolation"] == "fork" and server is not None and server.alive()
     again = wb.profile(f, paths=["read"], repeat=1, progress=False)
-    assert profiling._SERVER is server and again.info["isolation"] == "fork"  # reused
+    assert _workers._SERVER is server and again.info["isolation"] == "fork"  # reused
     spawned = wb.profile(f, paths=["read", "mmap_touch"], repeat=1, progress=False,
                          isolation="spawn")
     assert spawned.info["isolation"] == "spawn"
     for col in ("status", "bytes", "bytes_copied", "read_bytes", "checksum", "consume"):
         assert forked.frame[col].tolist() == spawned.frame[col].tolist(), col
     profiling.close_workers()
-    assert profiling._SERVER is None and server.proc.poll() is not None
+    assert _workers._SERVER is None and server.proc.poll() is not None
     with pytest.raises(ValueError, match="isolation"):
         wb.profile(f, paths=["read"], isolation="thread", progress=False)
 

@@ -163,8 +163,7 @@ def test_plot_failures_stay_in_the_widget(monkeypatch: pytest.MonkeyPatch) -> No
     def broken() -> None:
         raise ImportError("workbench.plots is not available (test); charts are disabled")
 
-    monkeypatch.setattr(_common, "plots_module", broken)
-    monkeypatch.setattr("workbench.widgets._explorer.plots_module", broken)
+    monkeypatch.setattr(_common, "plots_module", broken)  # the explorer's tabs call it there
     ex = Explorer(SAMPLES / "mlp_portable.pte")
     ex.tabs.selected_index = ex.TABS.index("Layout")
     assert ex.layout_view.message.has_error and "charts are disabled" in ex.layout_view.message.value
@@ -221,7 +220,7 @@ def test_load_path_profiler() -> None:
 def test_tensor_sample_strides_big_tensors_and_reads_torch_dtypes() -> None:
     import numpy as np
 
-    from workbench.widgets._explorer import MAX_SAMPLE, tensor_sample
+    from workbench.widgets._explorer_tensors import MAX_SAMPLE, tensor_sample
 
     big = np.arange(3 * MAX_SAMPLE, dtype=np.int8).reshape(3, -1)
     values, sampled = tensor_sample(big)

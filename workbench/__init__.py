@@ -16,7 +16,7 @@ Example:
 from __future__ import annotations
 
 # The package only re-exports: ``open`` lives in ``_open.py``; ``compare``, ``scan`` and
-# ``profile`` in ``comparison.py``, ``corpus.py`` and ``profiling.py`` (module names that no
+# ``profile`` in ``comparison.py``, ``corpus.py`` and ``profiling/`` (module names that no
 # function shadows). Their imports are cheap: pandas, dask, tqdm, matplotlib, torch and the
 # load paths load inside the calls.
 from ._open import open  # noqa: A004 - the public verb

@@ -8,21 +8,13 @@ built only when a frame is asked for) and never hand out copies of data.
 from __future__ import annotations
 
 import html
-import warnings
 from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from . import _tensor
 from . import frames as _frames
 from ._fmt import human_bytes, no_gc
-from .dtypes import BY_NAME
-from .errors import (
-    ArtifactError,
-    CorruptError,
-    MissingDataError,
-    OutOfBoundsError,
-    UnsafeContentError,
-)
 from .formats.parsed import Parsed
 from .vocab import SCAN_KINDS
 
@@ -325,104 +317,10 @@ class Artifact:
         cols = self.columns(frame)
         if dequantize:
             return self._dequantized(frame, i, cols, key)
-        name = cols["name"][i]
-        offset = cols["offset"][i]
-        file = cols["file"][i]
-        if offset is None or file is None:
-            storage = cols["storage"][i] if "storage" in cols else "unknown"
-            if "pickled" in cols and cols["pickled"][i]:
-                raise UnsafeContentError(
-                    f"tensor {name!r} is stored as a pickle; the workbench never unpickles "
-                    "(torch.export.load would run code from the file)",
-                    file=self.path, structure=f"tensor {name!r}")
-            if storage == "external":
-                files = self.info.get("data_files") or []
-                where = f"in the data files {files}" if files else "(no .ptd data file attached)"
-                detail = f"external tensor {name!r} was not found {where}; pass data=[...] to open()"
-            elif storage == "compressed":
-                detail = (f"tensor {name!r} lives in a compressed zip member: no zero-copy view "
-                          "exists, and the workbench never inflates members")
-            else:
-                detail = f"tensor {name!r} has no stored bytes (storage: {storage})"
-            raise MissingDataError(detail, file=self.path, structure=f"tensor {name!r}")
-        src = self._parsed.sources[file]
-        nbytes = cols["nbytes"][i]
-        shape = tuple(cols["shape"][i])
-        dim_order = tuple(cols["dim_order"][i]) if "dim_order" in cols else tuple(range(len(shape)))
-        dt = BY_NAME.get(cols["dtype"][i])
-        if cols["dtype"][i] == "int4" and shape:  # packed: the stored bytes, as they are
-            dt = BY_NAME["uint8"]
-            shape = (*shape[:-1], (shape[-1] + 1) // 2)
-            dim_order = tuple(range(len(shape)))
-        if dt is None:  # pragma: no cover - readers only emit known dtypes
-            raise ArtifactError(f"dtype {cols['dtype'][i]!r} is unknown", file=file)
-        if offset < 0:
-            raise OutOfBoundsError(f"tensor {name!r} has a negative offset", file=file,
-                                   structure=f"tensor {name!r}", offset=offset)
-        if len(dim_order) != len(shape) or sorted(dim_order) != list(range(len(shape))):
-            dim_order = tuple(range(len(shape)))
-        strides = cols["strides"][i] if "strides" in cols else None
-        if strides is not None:
-            strides = tuple(strides)
-            if len(strides) != len(shape) or any(st < 0 for st in strides):
-                raise ArtifactError(f"strides {list(strides)} do not fit shape {list(shape)}",
-                                    file=file, structure=f"tensor {name!r}", offset=offset)
-            # elements the strided view touches, from its first to its last
-            span = 0 if 0 in shape else 1 + sum((d - 1) * st for d, st in zip(shape, strides))
-        else:
-            span = nbytes // dt.itemsize if dt.itemsize else 0
-        if offset + span * dt.itemsize > src.size:
-            raise OutOfBoundsError(
-                f"{span * dt.itemsize} bytes of tensor {name!r} run past the end of the file "
-                f"(size 0x{src.size:x})", file=file, structure=f"tensor {name!r}", offset=offset)
-        physical = tuple(shape[d] for d in dim_order)
-        inverse = tuple(dim_order.index(k) for k in range(len(shape)))
-        if span == 0:
-            return self._empty(shape, dt, copy, file, name, offset)
-        what = f"tensor {name!r}"
-        raw = None
-        if copy:  # through the descriptor: a truncation is a short read, not a fault
-            import numpy as np
-
-            raw = src.readinto(offset, np.empty(span * dt.itemsize, np.uint8), what)
-        else:
-            src.ensure_fresh(what)
-        plain = strides is None and inverse == tuple(range(len(shape)))
-        if dt.numpy is not None:
-            import numpy as np
-
-            if raw is not None:
-                base = raw.view(dt.numpy)
-                if plain:
-                    return base.reshape(shape)  # already private and writable
-            else:
-                base = np.frombuffer(src.buf, dtype=dt.numpy, count=span, offset=offset)
-            if strides is not None:
-                arr = np.lib.stride_tricks.as_strided(
-                    base, shape, tuple(st * dt.itemsize for st in strides), writeable=False)
-            else:
-                arr = base.reshape(physical).transpose(inverse)
-            return arr.copy() if copy else arr
-        import torch
-
-        tdtype = getattr(torch, dt.name, None)
-        if tdtype is None:
-            raise ArtifactError(f"dtype {dt.name} cannot be viewed with this torch",
-                                file=file, structure=f"tensor {name!r}", offset=offset)
-        if raw is not None:
-            base = torch.from_numpy(raw).view(tdtype)
-            if plain:
-                return base.reshape(shape)  # already private and writable
-        else:
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message=".*not writable.*")
-                base = torch.frombuffer(src.buf, dtype=torch.uint8, count=span * dt.itemsize,
-                                        offset=offset).view(tdtype)
-        if strides is not None:
-            t = base.as_strided(shape, strides)
-        else:
-            t = base.reshape(physical).permute(inverse)
-        return t.clone() if copy else t
+        if cols["offset"][i] is None or cols["file"][i] is None:
+            raise _tensor.no_bytes_error(self.path, self.info.get("data_files") or [], cols, i)
+        src = self._parsed.sources[cols["file"][i]]
+        return _tensor.read(_tensor.place(cols, i, src), src, copy)
 
     def _dequantized(self, frame: str, i: int, cols: dict[str, list], key: Any) -> Any:
         """``tensor(key, dequantize=True)``: float32 values of row ``i`` of ``frame``."""
@@ -450,23 +348,6 @@ class Artifact:
                                    np.empty(int(row["scale_nbytes"] or 0), np.uint8),
                                    f"scales of {what}")
         return dequantize(data, row, scales)
-
-    @staticmethod
-    def _empty(shape: tuple, dt: Any, copy: bool, file: str, name: str, offset: int) -> Any:
-        """A zero-element tensor of ``shape`` (other dimensions may still be huge)."""
-        try:
-            if dt.numpy is not None:
-                import numpy as np
-
-                arr = np.empty(shape, dtype=dt.numpy)
-                arr.flags.writeable = copy
-                return arr
-            import torch
-
-            return torch.empty(shape, dtype=getattr(torch, dt.name))
-        except (ValueError, RuntimeError, OverflowError, AttributeError) as e:
-            raise CorruptError(f"shape {list(shape)} cannot be represented ({e})", file=file,
-                               structure=f"tensor {name!r}", offset=offset) from None
 
     # -- lifetime and display -----------------------------------------------------------------
     def close(self) -> None:

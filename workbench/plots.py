@@ -7,8 +7,10 @@ for the treemap) is imported inside the functions, and every function builds a
 in scripts, threads and notebooks. Every function returns the Figure: show it in a notebook
 cell, or ``fig.savefig("x.png")``.
 
-Colours are defined once: :data:`KIND_COLORS` (segment kinds), :data:`STORAGE_COLORS`
-(tensor storages) and :data:`CLASS_COLORS` (the byte classes of a comparison summary).
+Colours come from the vocabulary (:mod:`workbench.vocab`, where every kind and storage is
+defined with its colour): :data:`KIND_COLORS` (segment kinds), :data:`STORAGE_COLORS` (tensor
+storages), :data:`CLASS_COLORS` (the byte classes of a comparison summary), :data:`TIME_COLORS`
+(timeline kinds) and :data:`LINK_COLORS` (compare links); they are re-exported here.
 Padding is drawn hatched. Text is placed only where it fits inside its span (measured, not
 guessed), so labels never overlap; the legend names every colour used.
 
@@ -38,7 +40,15 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Union
 
 from ._fmt import escape, human_bytes
-from .vocab import CLASS_COLORS, CLASSES, KIND_COLORS, OTHER_COLOR, STORAGE_COLORS
+from .vocab import (
+    CLASS_COLORS,
+    CLASSES,
+    KIND_COLORS,
+    LINK_COLORS,
+    OTHER_COLOR,
+    STORAGE_COLORS,
+    TIME_COLORS,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -51,9 +61,6 @@ if TYPE_CHECKING:
 __all__ = ["layout", "anatomy", "tensor_sizes", "treemap", "memory_plan", "compare", "load_paths",
            "timeline", "operators", "lifetimes", "memory",
            "KIND_COLORS", "STORAGE_COLORS", "CLASS_COLORS", "TIME_COLORS"]
-
-#: Link colours in :func:`compare`: by what happened to the matched tensor.
-LINK_COLORS: dict[str, str] = {"moved": "#e15759", "kept": "#4e79a7", "copy": "#b07aa1"}
 
 _HATCH = "////"
 _EDGE = "#555555"
@@ -941,11 +948,6 @@ def load_paths(profile: Any) -> Figure:
 # ------------------------------------------------------------------------------------------
 # Where time goes (wb.timeline) and memory over time (the lifetimes frame)
 # ------------------------------------------------------------------------------------------
-
-#: Timeline kind -> colour.
-TIME_COLORS: dict[str, str] = {"kernel": "#4e79a7", "delegate": "#f28e2b",
-                               "framework": "#bab0ac", "other": "#e0e0e0"}
-
 
 #: Units of a time axis: (nanoseconds per unit, name), largest first.
 _TIME_UNITS: tuple[tuple[float, str], ...] = ((1e9, "s"), (1e6, "ms"), (1e3, "µs"), (1.0, "ns"))
