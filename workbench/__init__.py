@@ -40,6 +40,7 @@ from .errors import (
     UnsafeContentError,
     UnsupportedVersionError,
 )
+from .fit import memory
 from .profiling import profile
 from .timing import run, timeline
 
@@ -52,6 +53,7 @@ __all__ = [
     "profile",
     "timeline",
     "run",
+    "memory",
     "Artifact",
     "ArtifactError",
     "UnknownFormatError",

@@ -218,6 +218,28 @@ def _parser() -> argparse.ArgumentParser:
                     help="table (default, readable) or csv / json / parquet")
     kn.add_argument("--rows", type=int, default=None, metavar="N", help="table: at most N rows")
     kn.add_argument("--out", metavar="FILE", help="write the csv / json / parquet output to FILE")
+    mm = _sub(sub, "memory", "will it fit: the memory a program takes on the runtime, per "
+              "component and phase (wb.memory)",
+              "examples:\n"
+              "  workbench memory model.pte\n"
+              "  workbench memory model.pte --data weights.ptd --loader buffer\n"
+              "  workbench memory model.pte --budget 512MB      # CI gate\n"
+              "  workbench memory model.pte --measure           # also run it and measure\n"
+              "exit code 1 when the predicted peak exceeds --budget\n")
+    mm.add_argument("program", metavar="PROGRAM", help="the .pte")
+    mm.add_argument("--data", metavar="PTD", help="the .ptd with external weights "
+                    "(default: the one found next to the program)")
+    mm.add_argument("--method", default="forward", help="the method (default: forward)")
+    mm.add_argument("--loader", default="mmap",
+                    choices=("mmap", "mmap_nolock", "file", "buffer"),
+                    help="the runtime's data loader (default: mmap, as the Python runtime)")
+    mm.add_argument("--budget", metavar="SIZE", help="exit 1 when the predicted peak exceeds "
+                    "SIZE (e.g. 512MB, 1.5GB)")
+    mm.add_argument("--measure", action="store_true",
+                    help="also run the program in a child process and measure it")
+    mm.add_argument("--format", choices=_FORMATS, default="table",
+                    help="table (default, readable) or csv / json / parquet")
+    mm.add_argument("--out", metavar="FILE", help="write the csv / json / parquet output to FILE")
     return p
 
 
@@ -780,8 +802,37 @@ def _kernels(args: argparse.Namespace) -> int:
     return 0
 
 
+def _memory(args: argparse.Namespace) -> int:
+    from .fit import _fmt, memory, parse_bytes
+
+    try:
+        budget = parse_bytes(args.budget) if args.budget else None
+    except ValueError as e:
+        raise _Usage(str(e)) from None
+    df = memory(args.program, args.data, method=args.method, loader=args.loader,
+                measure=args.measure)
+    a = df.attrs
+    _emit(df, args.format, None, args.out)
+    if args.format == "table":
+        phases = "  ".join(f"{k}: {_fmt(v)}" for k, v in a["by_phase"].items())
+        print(f"\npredicted ({a['loader']}): {phases}  peak: {_fmt(a['peak'])}")
+        if "measured" in a:
+            m = a["measured"]
+            phases = "  ".join(f"{k}: {_fmt(v)}" for k, v in m["by_phase"].items())
+            print(f"measured:  {phases}  peak: {_fmt(m['peak'])}")
+        for f in a["findings"]:
+            print(f"finding: {escape(f)}")
+        for s in a["savings"]:
+            print(f"could save {_fmt(s['bytes'])}: {escape(s['what'])} ({escape(s['how'])})")
+    if budget is not None and a["peak"] > budget:
+        _err(f"{escape(args.program)}: predicted peak {_fmt(a['peak'])} ({a['peak']} bytes) "
+             f"exceeds the budget {_fmt(budget)} ({budget} bytes)")
+        return 1
+    return 0
+
+
 _COMMANDS = {"inspect": _inspect, "compare": _compare, "profile": _profile, "plot": _plot,
-             "scan": _scan, "timeline": _timeline, "kernels": _kernels}
+             "scan": _scan, "timeline": _timeline, "kernels": _kernels, "memory": _memory}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -59,7 +59,7 @@ if TYPE_CHECKING:
     from .comparison import Comparison
 
 __all__ = ["layout", "anatomy", "tensor_sizes", "treemap", "memory_plan", "compare", "load_paths",
-           "timeline", "operators", "lifetimes",
+           "timeline", "operators", "lifetimes", "memory",
            "KIND_COLORS", "STORAGE_COLORS", "CLASS_COLORS", "TIME_COLORS"]
 
 _HATCH = "////"
@@ -1162,4 +1162,50 @@ def lifetimes(art: Artifact, method: str | None = None) -> Figure:
         ax.legend(handles=[Patch(facecolor=STORAGE_COLORS.get(s, OTHER_COLOR), label=s)
                            for s in storages], loc="upper left", bbox_to_anchor=(1.0, 1.0),
                   frameon=False, fontsize=_FONT)
+    return fig
+
+
+def memory(frame: pd.DataFrame) -> Figure:
+    """Stacked bars of :func:`workbench.memory`: per phase, the components held at its end
+    (anonymous memory solid, file pages hatched), transient bytes as an outlined box on top,
+    the predicted peak as a line and, when measured, the measured bytes as black markers.
+
+    Example:
+        >>> m = wb.memory("sample_models/llm_tiny.pte")    # doctest: +SKIP
+        >>> plots.memory(m).savefig("fit.png")              # doctest: +SKIP
+    """
+    phases = ("load_program", "load_method", "execute")
+    fig = _figure(8.0, 4.0)
+    ax = fig.add_subplot()
+    rows = frame[frame["counted"]]
+    palette = [c for c in STORAGE_COLORS.values()] + list(KIND_COLORS.values())
+    bottoms = [0.0] * len(phases)
+    for k, r in enumerate(rows.itertuples()):
+        start = phases.index(r.phase)
+        end = phases.index(r.released) if isinstance(r.released, str) else len(phases)
+        heights = [float(r.bytes) if start <= i < end else 0.0 for i in range(len(phases))]
+        if not any(heights):
+            continue
+        ax.bar(range(len(phases)), heights, bottom=bottoms, color=palette[k % len(palette)],
+               hatch=_HATCH if r.storage == "file" else None, edgecolor=_EDGE, linewidth=0.4,
+               label=_text(f"{r.component} ({r.storage})", 48))
+        bottoms = [b + h for b, h in zip(bottoms, heights)]
+    transient = frame.attrs.get("transient", {})
+    for i, ph in enumerate(phases):
+        if transient.get(ph):
+            ax.bar([i], [float(transient[ph])], bottom=[bottoms[i]], fill=False,
+                   edgecolor=_EDGE, linestyle="--", label="transient (released in the phase)")
+    peak = float(frame.attrs.get("peak", 0))
+    ax.axhline(peak, color="#e15759", linewidth=1, label=f"predicted peak {human_bytes(peak)}")
+    measured = frame.attrs.get("measured")
+    if measured:
+        ax.plot(range(len(phases)), [measured["by_phase"][p] for p in phases], "kD",
+                label="measured")
+        ax.axhline(measured["peak"], color="black", linestyle=":", linewidth=1,
+                   label=f"measured peak {human_bytes(measured['peak'])}")
+    ax.set_xticks(range(len(phases)), list(phases))
+    _bytes_axis(ax.yaxis, max(peak, max(bottoms, default=0.0)))
+    ax.set_title(_text(f"{os.path.basename(str(frame.attrs.get('program', '')))}: memory by "
+                       f"phase ({frame.attrs.get('loader', '')})", 90), fontsize=10)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return fig

@@ -64,11 +64,16 @@ class MemoryPlanTab(ExplorerTab):
         self.memory_view = FigureView()
         self.memory_table = PagedTable(page_size=10, empty="no memory-planned tensors")
         self.memory_method.observe(lambda _: guarded(MemoryPlanTab._draw_memory)(self), names="value")
-        self.memory_panel = widgets.VBox([self.memory_method, self.memory_view, self.memory_table])
+        from ._memory_panel import MemoryFitPanel  # will it fit (wb.memory)
+
+        self.memory_fit = MemoryFitPanel()
+        self.memory_panel = widgets.VBox([self.memory_method, self.memory_view, self.memory_table,
+                                          self.memory_fit])
 
     def _draw_memory(self) -> None:
         if not self._drawn("Memory plan"):
             return
+        self.memory_fit.show(self.art)
         plan = self._frame("memory_plan")
         if plan is None:
             self.memory_view.show_note(f"{self.art.format if self.art else 'no artifact'}: no memory plan")
