@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from ..._cols import align, factorized, filled, ints, objects, string_array, strings
 from ...errors import CorruptError
 from .._zip import ZipEntry
-from .graph_json import graph_stats
+from .graph_json import graph_nodes, graph_stats
 from .schema import METADATA_LIMIT, MODEL_EXPORTED
 
 if TYPE_CHECKING:
@@ -293,4 +293,19 @@ def graph_columns(arc: Archive) -> dict[str, list]:
             out["model"].append(model)
             out["target"].append(target)
             out["count"].append(n)
+    return out
+
+
+def graph_nodes_columns(arc: Archive) -> dict[str, list]:
+    """``graph_nodes``: the data flow of every exported program (see :func:`graph_nodes`),
+    with its model name."""
+    out: dict[str, list] = {"model": []}
+    for model, m in arc.models.items():
+        if m.kind != MODEL_EXPORTED:
+            continue
+        e = m.entry
+        rows = graph_nodes(arc.zip.content(e, METADATA_LIMIT), arc.path, e)
+        for k, v in rows.items():
+            out.setdefault(k, []).extend(v)
+        out["model"].extend([model] * len(rows["name"]))
     return out
