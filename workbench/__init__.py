@@ -35,6 +35,7 @@ from .errors import (
     UnsafeContentError,
     UnsupportedVersionError,
 )
+from .graph import Graph, delegation, graph
 from .profiling import profile
 from .timing import run, timeline
 
@@ -47,6 +48,9 @@ __all__ = [
     "profile",
     "timeline",
     "run",
+    "graph",
+    "delegation",
+    "Graph",
     "Artifact",
     "ArtifactError",
     "UnknownFormatError",
