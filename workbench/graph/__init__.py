@@ -28,7 +28,8 @@ __all__ = ["EDGE_COLUMNS", "NODE_COLUMNS", "Graph", "as_artifact", "delegation",
 
 
 def as_artifact(artifact: Any) -> Artifact:
-    """An opened :class:`~workbench.Artifact` (a path is opened; a ``.bpte`` gives its program).
+    """An opened :class:`~workbench.Artifact` (a path is opened; a ``.bpte`` gives its
+    program; anything else with ``frames`` and ``format`` is taken as it is).
 
     Example:
         >>> as_artifact("sample_models/mlp.bpte").format                  # doctest: +SKIP
@@ -37,7 +38,11 @@ def as_artifact(artifact: Any) -> Artifact:
     from .._open import open as wb_open
     from ..artifact import Artifact
 
-    art = artifact if isinstance(artifact, Artifact) else wb_open(artifact)
+    if isinstance(artifact, Artifact) or (hasattr(artifact, "frames")
+                                          and hasattr(artifact, "format")):
+        art = artifact
+    else:
+        art = wb_open(artifact)
     if art.format == "bpte":
         art = art.program
     return art
