@@ -15,8 +15,8 @@ import pandas as pd
 import pytest
 
 import workbench as wb
-from workbench.graph import EDGE_COLUMNS, NODE_COLUMNS, Graph
-from workbench.graph._pte import CYCLE, DANGLING
+from workbench.graphs import EDGE_COLUMNS, NODE_COLUMNS, Graph
+from workbench.graphs._pte import CYCLE, DANGLING
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_models"
@@ -330,7 +330,7 @@ def test_delegation_stub_breaks(sample):
     ins = art.frames["instructions"].copy()
     ins["kind"] = pd.Categorical(["delegate", "kernel", "kernel", "delegate", "kernel"])
     ins["delegate_index"] = pd.array([0, None, None, 0, None], dtype="Int64")
-    from workbench.graph._delegation import delegation_frame
+    from workbench.graphs._delegation import delegation_frame
 
     d = delegation_frame(_Stub(art, instructions=ins))
     assert d.loc[0, "graph_breaks"] == 1

@@ -35,7 +35,7 @@ from .errors import (
     UnsafeContentError,
     UnsupportedVersionError,
 )
-from .graph import Graph, delegation, graph
+from .graphs import Graph, delegation, graph
 from .profiling import profile
 from .timing import run, timeline
 

@@ -80,7 +80,7 @@ class Graph:
     producer -> consumer value), for every method (or the one asked for).
 
     ``source`` is the artifact's path, ``format`` its format. A node's attributes are its
-    columns (see ``workbench.graph.NODE_COLUMNS``); Model Explorer shows them as node
+    columns (see ``workbench.graphs.NODE_COLUMNS``); Model Explorer shows them as node
     attributes (``workbench.model_explorer``); :meth:`to_svg` draws a static picture.
 
     Example:
