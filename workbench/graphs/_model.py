@@ -69,8 +69,12 @@ def frame(columns: dict[str, str], data: dict[str, Any]) -> pd.DataFrame:
             values = [None] * n
         if dtype == "object":
             out[name] = pd.Series(list(values), dtype=object)
+        elif dtype == "Int64":
+            out[name] = pd.array([None if v is None or v is pd.NA else int(v) for v in values],
+                                 dtype="Int64")
         else:
-            out[name] = pd.Series(values).astype(dtype) if len(values) else pd.Series([], dtype=dtype)
+            out[name] = pd.array([None if v is None or v is pd.NA else str(v) for v in values],
+                                 dtype=dtype)
     return pd.DataFrame(out)
 
 

@@ -36,6 +36,18 @@ __all__ = ["CYCLE", "DANGLING", "pte_frames"]
 #: ``tensors.storage`` values whose bytes are stored in the artifact (constant nodes).
 STORED = frozenset({"segment", "inline", "external", "named_data"})
 CALL_KINDS = frozenset({"kernel", "delegate"})
+#: the columns read from each frame (rows become tuples in this order)
+INSTRUCTION_COLS = ("instruction", "position", "kind", "op", "delegate_index", "args", "reads",
+                    "writes")
+TENSOR_COLS = ("value", "name", "dtype", "shape", "nbytes", "storage")
+PART_COLS = {
+    "values": ("value", "type", "is_input", "is_output"),
+    "lifetimes": ("value", "live_from", "live_to"),
+    "delegates": ("index", "backend", "id", "size"),
+    "delegate_nodes": ("index", "node", "op", "inputs", "outputs", "debug_handle"),
+    "delegate_tensors": ("index", "value", "name", "dtype", "shape", "nbytes", "role", "quant",
+                         "storage", "external_id"),
+}
 DANGLING = "dangling value index"
 CYCLE = "read before written (cycle)"
 NEVER_WRITTEN = "read but never written"
@@ -63,10 +75,15 @@ def _rows(df: pd.DataFrame, cols: tuple[str, ...]) -> list[tuple]:
     return [tuple(_na(v) for v in row) for row in zip(*present)]
 
 
-def _split(df: pd.DataFrame, key: str = "method") -> dict[str, pd.DataFrame]:
+def _split(df: pd.DataFrame, cols: tuple[str, ...], key: str = "method"
+           ) -> dict[str, list[tuple]]:
+    """The rows of ``df`` (as :func:`_rows`) grouped by ``key`` (a method name)."""
+    out: dict[str, list[tuple]] = {}
     if not len(df) or key not in df:
-        return {}
-    return {str(k): g for k, g in df.groupby(df[key].astype(str), sort=False, observed=True)}
+        return out
+    for k, row in zip(df[key].astype(object).tolist(), _rows(df, cols)):
+        out.setdefault(str(k), []).append(row)
+    return out
 
 
 class _Out:
@@ -117,10 +134,9 @@ def pte_frames(art: Artifact, method: str | None = None
             raise KeyError(f"{art.path}: no method {method!r} (methods: {names})")
         names = [method]
     nvalues = dict(zip(methods["method"].astype(str), methods["values"].astype(int)))
-    ins = _split(fr["instructions"])
-    parts = {k: _split(fr[k]) for k in ("values", "lifetimes", "delegates", "delegate_nodes",
-                                        "delegate_tensors")}
-    tens = _split(art.tensors)
+    ins = _split(fr["instructions"], INSTRUCTION_COLS)
+    parts = {k: _split(fr[k], cols) for k, cols in PART_COLS.items()}
+    tens = _split(art.tensors, TENSOR_COLS)
     out = _Out()
     for m in names:
         if m not in ins:
@@ -133,34 +149,32 @@ def pte_frames(art: Artifact, method: str | None = None
 def _facts(n: int, values: Any, tens: Any, life: Any) -> list[_Fact]:
     facts = [_Fact() for _ in range(n)]
     if values is not None:
-        for v, typ, is_in, is_out in _rows(values, ("value", "type", "is_input", "is_output")):
+        for v, typ, is_in, is_out in values:
             if 0 <= v < n:
                 f = facts[v]
                 f.is_input, f.is_output, f.is_tensor = bool(is_in), bool(is_out), typ == "Tensor"
     if tens is not None:
-        for row in _rows(tens, ("value", "name", "dtype", "shape", "nbytes", "storage")):
+        for row in tens:
             v = row[0]
             if v is not None and 0 <= v < n and facts[v].name is None:
                 f = facts[v]
                 f.name, f.dtype, f.shape, f.nbytes, f.storage = row[1:]
                 f.is_tensor = True
     if life is not None:
-        for v, lo, hi in _rows(life, ("value", "live_from", "live_to")):
+        for v, lo, hi in life:
             if 0 <= v < n and lo is not None and hi is not None:
                 facts[v].lifetime = f"{lo}..{hi}"
     return facts
 
 
-def _method(out: _Out, m: str, ins: pd.DataFrame, nvalues: int, parts: dict[str, Any],
+def _method(out: _Out, m: str, ins: list[tuple], nvalues: int, parts: dict[str, Any],
             tens: Any) -> None:
     facts = _facts(nvalues, parts["values"], tens, parts["lifetimes"])
     dels = {}
     if parts["delegates"] is not None:
-        for d, backend, did, size in _rows(parts["delegates"], ("index", "backend", "id", "size")):
+        for d, backend, did, size in parts["delegates"]:
             dels.setdefault(d, (backend, did, size))
-    rows = _rows(ins, ("instruction", "position", "kind", "op", "delegate_index", "args",
-                       "reads", "writes"))
-    rows = sorted((r for r in rows if r[2] in CALL_KINDS), key=lambda r: r[1])
+    rows = sorted((r for r in ins if r[2] in CALL_KINDS), key=lambda r: r[1])
     ok = range(nvalues).__contains__
 
     def nbytes(vals: tuple) -> int | None:
@@ -258,12 +272,11 @@ def _expand(out: _Out, m: str, calls: list, dels: dict, parts: dict[str, Any],
     if dn is None or not calls:
         return rewire
     ops: dict[int, list[tuple]] = {}
-    for row in _rows(dn, ("index", "node", "op", "inputs", "outputs", "debug_handle")):
+    for row in dn:
         ops.setdefault(row[0], []).append(row[1:])
     tensors: dict[int, dict[int, tuple]] = {}
     if dt is not None:
-        for row in _rows(dt, ("index", "value", "name", "dtype", "shape", "nbytes", "role",
-                              "quant", "storage", "external_id")):
+        for row in dt:
             tensors.setdefault(row[0], {}).setdefault(row[1], row[2:])
     ncalls: dict[int, int] = {}
     for _i, d, _a, _n in calls:

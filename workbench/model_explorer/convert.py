@@ -74,6 +74,15 @@ def _text(v: Any) -> str | None:
     return str(v)
 
 
+def _by_method(df: Any, cols: tuple[str, ...]) -> dict[str, list[list[str | None]]]:
+    """Rows of ``df`` as lists of attribute texts (None: missing), grouped by method."""
+    texts = [[_text(v) for v in df[c].tolist()] for c in cols]
+    out: dict[str, list[list[str | None]]] = {}
+    for m, *row in zip(df["method"].tolist(), *texts):
+        out.setdefault(str(m), []).append(row)
+    return out
+
+
 def me_graphs(model_path: str) -> list[Any]:
     """Model Explorer graphs (one per method / model) of the artifact at ``model_path``.
 
@@ -84,46 +93,44 @@ def me_graphs(model_path: str) -> list[Any]:
     from model_explorer import graph_builder as gb
 
     g = checked_graph(model_path)
+    ncols = [c for c in ATTRS if c in g.nodes]
+    nodes_by = _by_method(g.nodes, ("id", "label", "namespace", "defect", *ncols))
+    edges_by = _by_method(g.edges, ("source", "target", "value", "name", "dtype", "shape",
+                                    "defect"))
     out = []
     for method in g.methods:
-        sub = g.method(method)
-        if not len(sub.nodes):
+        rows = nodes_by.get(method)
+        if not rows:
             continue
-        nodes = sub.nodes
         # output ids: one per (producer, value) pair; input ids per consumer, in edge order
         out_ids: dict[tuple[str, str], str] = {}
+        n_out: dict[str, int] = {}
         incoming: dict[str, list[Any]] = {}
         outputs_meta: dict[str, list[Any]] = {}
-        for s, t, v, name, dtype, shape, defect in zip(
-                sub.edges["source"], sub.edges["target"], sub.edges["value"],
-                sub.edges["name"], sub.edges["dtype"], sub.edges["shape"], sub.edges["defect"]):
-            key = (s, _text(v) or _text(name) or "")
+        for s, t, v, name, dtype, shape, defect in edges_by.get(method, ()):
+            key = (s, v or name or "")
             oid = out_ids.get(key)
             if oid is None:
-                oid = out_ids[key] = str(sum(1 for k in out_ids if k[0] == s))
-                attrs = [gb.KeyValue(key="tensor_name", value=_text(name) or key[1])]
-                if _text(dtype):
-                    attrs.append(gb.KeyValue(key="tensor_dtype", value=_text(dtype)))
-                if _text(shape):
-                    attrs.append(gb.KeyValue(key="tensor_shape",
-                                             value=f"{_text(dtype) or ''}{_text(shape)}"))
-                if _text(defect):
-                    attrs.append(gb.KeyValue(key="defect", value=_text(defect)))
+                oid = out_ids[key] = str(n_out.get(s, 0))
+                n_out[s] = n_out.get(s, 0) + 1
+                attrs = [gb.KeyValue(key="tensor_name", value=name or key[1])]
+                if dtype:
+                    attrs.append(gb.KeyValue(key="tensor_dtype", value=dtype))
+                if shape:
+                    attrs.append(gb.KeyValue(key="tensor_shape", value=f"{dtype or ''}{shape}"))
+                if defect:
+                    attrs.append(gb.KeyValue(key="defect", value=defect))
                 outputs_meta.setdefault(s, []).append(gb.MetadataItem(id=oid, attrs=attrs))
             lst = incoming.setdefault(t, [])
             lst.append(gb.IncomingEdge(sourceNodeId=s, sourceNodeOutputId=oid,
                                        targetNodeInputId=str(len(lst))))
-        cols = [c for c in ATTRS if c in nodes]
         gnodes = []
-        for row in zip(nodes["id"], nodes["label"], nodes["namespace"], nodes["defect"],
-                       *(nodes[c] for c in cols)):
-            nid, label, ns, defect, values = row[0], row[1], row[2], row[3], row[4:]
-            attrs = [gb.KeyValue(key=c, value=t) for c, v in zip(cols, values)
-                     if (t := _text(v)) is not None]
+        for nid, label, ns, defect, *values in rows:
+            attrs = [gb.KeyValue(key=c, value=v) for c, v in zip(ncols, values) if v is not None]
             gnodes.append(gb.GraphNode(
-                id=nid, label=_text(label) or nid, namespace=_text(ns) or "", attrs=attrs,
+                id=nid, label=label or nid, namespace=ns or "", attrs=attrs,
                 incomingEdges=incoming.get(nid, []), outputsMetadata=outputs_meta.get(nid, []),
-                style=gb.GraphNodeStyle(**DEFECT_STYLE) if _text(defect) else None))
+                style=gb.GraphNodeStyle(**DEFECT_STYLE) if defect else None))
         out.append(gb.Graph(id=method, nodes=gnodes))
     if not out:
         out.append(gb.Graph(id="empty", nodes=[gb.GraphNode(
