@@ -344,3 +344,27 @@ def test_delegation_time_share(sample):
     p = wb.delegation(sample("mlp_portable.pte"), etdump=sample("mlp_portable.etdp"))
     assert p.loc[0, "time_outside"] > 0 and p.loc[0, "time_inside_share"] == 0.0
     assert "time_inside" not in wb.delegation(sample("mlp_portable.pte")).columns
+
+
+@pytest.mark.parametrize("name", ["mlp_xnnpack_qc8.pte", "llm_tiny.pte", "mlp.pt2",
+                                  "mlp_portable.etrecord"])
+def test_mutants_draw_or_raise_artifact_errors(name, tmp_path):
+    """Seeded mutants of real files (bench/fuzz.py's mutator): the graph is drawn or the
+    error is an ArtifactError, never another exception."""
+    from test_fuzz_all_formats import fuzz
+
+    path = SAMPLES / name
+    if not path.is_file():
+        pytest.skip(f"{name} is not there")
+    target = fuzz.analyse(path)[0]
+    drawn = 0
+    for i in range(25):
+        _, data = fuzz.mutant(target, 34, i)
+        p = tmp_path / name
+        p.write_bytes(data)
+        try:
+            wb.graph(p).to_svg()
+            drawn += 1
+        except wb.ArtifactError:
+            pass
+    assert drawn > 0  # some mutants still open: their graphs are drawn
