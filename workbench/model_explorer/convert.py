@@ -74,9 +74,21 @@ def _text(v: Any) -> str | None:
     return str(v)
 
 
+def _texts(col: Any) -> list[str | None]:
+    """The texts of one column (None where missing): vectorised except for object columns."""
+    if col.dtype == object:
+        return [_text(v) for v in col.tolist()]
+    missing = col.isna().to_numpy()
+    texts = col.astype(str).tolist()
+    if missing.any():
+        for i in missing.nonzero()[0].tolist():
+            texts[i] = None
+    return texts
+
+
 def _by_method(df: Any, cols: tuple[str, ...]) -> dict[str, list[list[str | None]]]:
     """Rows of ``df`` as lists of attribute texts (None: missing), grouped by method."""
-    texts = [[_text(v) for v in df[c].tolist()] for c in cols]
+    texts = [_texts(df[c]) for c in cols]
     out: dict[str, list[list[str | None]]] = {}
     for m, *row in zip(df["method"].tolist(), *texts):
         out.setdefault(str(m), []).append(row)
