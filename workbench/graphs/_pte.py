@@ -70,9 +70,22 @@ except ImportError:  # pragma: no cover - pandas is a dependency
 
 
 def _rows(df: pd.DataFrame, cols: tuple[str, ...]) -> list[tuple]:
-    """The rows of ``df`` as tuples of plain Python values (missing -> None)."""
-    present = [df[c].astype(object).tolist() if c in df else [None] * len(df) for c in cols]
-    return [tuple(_na(v) for v in row) for row in zip(*present)]
+    """The rows of ``df`` as tuples of plain Python values (missing -> None): one pass per
+    column (a mask for the missing cells), not a check per cell."""
+    present = []
+    for c in cols:
+        if c not in df:
+            present.append([None] * len(df))
+            continue
+        col = df[c]
+        values = col.astype(object).tolist()
+        missing = col.isna().to_numpy() if col.dtype != object else \
+            [_na(v) is None for v in values]
+        for i, m in enumerate(missing):
+            if m:
+                values[i] = None
+        present.append(values)
+    return list(zip(*present))
 
 
 def _split(df: pd.DataFrame, cols: tuple[str, ...], key: str = "method"
