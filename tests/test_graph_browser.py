@@ -91,6 +91,8 @@ def test_expand_xnnpack_layer_and_time_overlay(server, tmp_path):
     from workbench.graphs._delegation import node_times
 
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    mean = node_times(wb.open(MODEL), TRACE)
+    value = mean.loc[mean["instruction"] == 0, "mean"].iloc[0]
     data = {"models": [{"url": str(MODEL), "adapterId": "workbench_adapter"}]}
     url = server + "/?data=" + urllib.parse.quote(json.dumps(data))
     env = {**os.environ, "HOME": str(tmp_path)}
@@ -116,16 +118,18 @@ def test_expand_xnnpack_layer_and_time_overlay(server, tmp_path):
             page.locator(".cdk-overlay-container").get_by_text(
                 "Time per node (ETDump)").first.click()
             page.get_by_role("button", name="Run").click()
-            table = page.locator("text=Node data").first
-            table.wait_for(timeout=60_000)
-            time.sleep(2)
-            page.screenshot(path=str(SCREENSHOTS / "graph_time_overlay.png"))
+            # the side panel lists the run and its statistics once the provider answered
+            page.get_by_text("Aggregated stats").first.wait_for(timeout=90_000)
+            expected = f"{value:.0f}"
+            deadline = time.monotonic() + 60
             text = page.locator("body").inner_text()
+            while expected not in text.replace(",", "") and time.monotonic() < deadline:
+                time.sleep(1)
+                text = page.locator("body").inner_text()
+            page.screenshot(path=str(SCREENSHOTS / "graph_time_overlay.png"))
         finally:
             browser.close()
     assert "workbench_time" in text
-    mean = node_times(wb.open(MODEL), TRACE)
-    value = mean.loc[mean["instruction"] == 0, "mean"].iloc[0]
     # the call node's row in the panel shows the mean time per run our reader computed
     assert "delegate 0 (XnnpackBackend)" in text
     assert f"{value:.0f}" in text.replace(",", "")
