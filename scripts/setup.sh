@@ -27,8 +27,8 @@ printf 'torch==2.13.0\n' > .venv/constraints.txt
 # The distribution was called `workbench` before it became `pte-workbench`: drop that old
 # editable install of this repo so that one distribution owns the package.
 pip uninstall -y -q workbench >/dev/null 2>&1 || true
-echo "[setup] installing executorch==1.5.1 and pte-workbench[dev,oracle,notebook,scan,remote] (editable)"
-pip install -q -c .venv/constraints.txt executorch==1.5.1 -e ".[dev,oracle,notebook,scan,remote]" 2>&1 \
+echo "[setup] installing executorch==1.5.1 and pte-workbench[dev,oracle,notebook,scan,remote,graph] (editable)"
+pip install -q -c .venv/constraints.txt executorch==1.5.1 -e ".[dev,oracle,notebook,scan,remote,graph]" 2>&1 \
     | grep -v "is ignored: it is neither a file nor a directory" || true
 .venv/bin/python -c "import torch, executorch, workbench; print('[setup] ok: torch', torch.__version__)"
 echo "$want" > "$stamp"

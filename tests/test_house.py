@@ -20,7 +20,7 @@ PKG = ROOT / "workbench"
 #: ``workbench.__main__`` is ``python -m workbench``: the CLI's entry point.
 VIEWS = ("workbench.comparison", "workbench.plots", "workbench.profiling", "workbench.loadpaths",
          "workbench.corpus", "workbench.cli", "workbench.__main__", "workbench.widgets",
-         "workbench.timing", "workbench.llm")
+         "workbench.timing", "workbench.llm", "workbench.graphs", "workbench.model_explorer")
 
 
 def _module_name(path: pathlib.Path) -> str:

@@ -450,7 +450,7 @@ def test_member_kinds(sample):
         pickled = set(m.loc[m["pickled"], "name"])
         assert pickled == {"mlp/data/sample_inputs/model.pt"}  # torch.save zip (data.pkl)
         assert not m["unsafe_name"].any()
-        assert set(art.frames) == {"segments", "tensors", "members", "models", "graph"}
+        assert set(art.frames) == {"segments", "tensors", "members", "models", "graph", "graph_nodes"}
     with wb.open(sample("mlp_aoti.pt2")) as art:
         m = art.frames["members"]
         by_suffix = {n.rsplit(".", 1)[-1]: k for n, k in zip(m["name"], m["kind"])}

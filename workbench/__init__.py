@@ -41,6 +41,7 @@ from .errors import (
     UnsupportedVersionError,
 )
 from .fit import memory
+from .graphs import Graph, delegation, graph
 from .profiling import profile
 from .timing import run, timeline
 
@@ -54,6 +55,9 @@ __all__ = [
     "timeline",
     "run",
     "memory",
+    "graph",
+    "delegation",
+    "Graph",
     "Artifact",
     "ArtifactError",
     "UnknownFormatError",

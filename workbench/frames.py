@@ -175,6 +175,21 @@ SCHEMAS: dict[str, list[Column]] = {
         _c("target", "string", "node target, e.g. torch.ops.aten.linear.default"),
         _c("count", "int64", "nodes calling it (nested subgraphs included)"),
     ],
+    "graph_nodes": [
+        _c("model", "category", "model name"),
+        _c("graph", "string", "'' for the program's graph, else the nested graph's path"),
+        _c("index", "int64", "position in its graph's node (or input / output) list"),
+        _c("kind", "category", "call (a node) | a graph input's signature kind (user_input, "
+           "parameter, buffer, tensor_constant, ...) | a graph output's (user_output, "
+           "buffer_mutation, ...)"),
+        _c("name", "string", "node or value name (outputs: 'output:<value>')"),
+        _c("target", "string", "call target; 'placeholder' / 'output' for graph inputs/outputs"),
+        _c("inputs", "object", "names of the values read, in argument order (tuple)"),
+        _c("outputs", "object", "names of the values written (tuple)"),
+        _c("dtypes", "object", "dtype of each written value (tuple, None where unknown)"),
+        _c("shapes", "object", "shape of each written value (tuple; -1: symbolic size)"),
+        _c("fqn", "string", "parameter / buffer / constant name of a graph input or output"),
+    ],
     "methods": [
         _c("method", "string", "execution plan name"),
         _c("index", "int64", "position in Program.execution_plan"),
@@ -578,6 +593,10 @@ SCHEMAS["nodes"] = [
     _c("stack_trace", "string", "Python stack trace recorded at export (the exporting machine's "
        "paths)", True),
     _c("torch_fn", "string", "metadata torch_fn"),
+    _c("inputs", "object", "names of the values the node reads, in argument order (tuple)"),
+    _c("outputs", "object", "names of the values the node writes (tuple)"),
+    _c("dtypes", "object", "dtype of each written value (tuple, None where unknown)"),
+    _c("shapes", "object", "shape of each written value (tuple of tuples; -1: symbolic size)"),
 ]
 SCHEMAS["debug_handles"] = [
     _c("method", "category", "method (missing: a map written without the method level)", True),

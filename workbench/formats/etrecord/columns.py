@@ -118,6 +118,10 @@ class RecordColumns:
             "module_stack": strings(objects([nd.module_stack for nd in nodes])),
             "stack_trace": strings(objects([nd.stack_trace for nd in nodes])),
             "torch_fn": strings(objects([nd.torch_fn for nd in nodes])),
+            "inputs": objects([nd.inputs for nd in nodes]),
+            "outputs": objects([nd.outputs for nd in nodes]),
+            "dtypes": objects([nd.dtypes for nd in nodes]),
+            "shapes": objects([nd.shapes for nd in nodes]),
         }
 
     def _by_handle(self) -> dict[tuple[str | None, int], list[Node]]:

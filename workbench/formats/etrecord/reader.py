@@ -18,6 +18,7 @@ from ...errors import CorruptError, Finding
 from ...limits import JSON_MAX_BYTES
 from ...source import Source
 from .._zip import LOCAL_MAGIC, ZipDirectory, ZipEntry
+from ..pt2.serde import node_io, tensor_meta
 from . import schema as S
 
 #: Largest JSON member parsed (a graph with ~100k nodes and stack traces is far smaller).
@@ -30,8 +31,8 @@ _UNSAFE = re.compile(r"^[/\\]|^[A-Za-z]:|\\|[\x00-\x1f\x7f-\x9f]|(?:^|/)\.\.(?:/
 class Node:
     """One graph node (a row of the ``nodes`` frame)."""
 
-    __slots__ = ("debug_handle", "graph", "index", "module", "module_stack", "module_type",
-                 "name", "stack_trace", "target", "torch_fn")
+    __slots__ = ("debug_handle", "dtypes", "graph", "index", "inputs", "module", "module_stack",
+                 "module_type", "name", "outputs", "shapes", "stack_trace", "target", "torch_fn")
 
     def __init__(self, graph: str, index: int, name: str, target: str, debug_handle: int | None,
                  module_stack: str | None, stack_trace: str | None, torch_fn: str | None) -> None:
@@ -44,6 +45,12 @@ class Node:
         self.module, self.module_type = _innermost_module(module_stack)
         self.stack_trace = stack_trace
         self.torch_fn = torch_fn
+        #: value names read / written (see :mod:`workbench.formats.pt2.serde`) and the
+        #: dtype / shape of each written value (None where the graph does not say)
+        self.inputs: tuple[str, ...] = ()
+        self.outputs: tuple[str, ...] = ()
+        self.dtypes: tuple[str | None, ...] = ()
+        self.shapes: tuple[tuple[int, ...] | None, ...] = ()
 
 
 class Program:
@@ -260,8 +267,14 @@ class Archive:
             nodes = graph.get(S.NODES, [])
             if not isinstance(nodes, list):
                 raise self._corrupt(e, f"{where}.nodes", "nodes is not a list")
+            values = graph.get("tensor_values")
             for i, node in enumerate(nodes):
-                p.nodes.append(self._node(e, f"{where}.nodes[{i}]", gname, i, node, queue))
+                nd = self._node(e, f"{where}.nodes[{i}]", gname, i, node, queue)
+                nd.inputs, nd.outputs = node_io(node)
+                metas = [tensor_meta(values, name) for name in nd.outputs]
+                nd.dtypes = tuple(m[0] for m in metas)
+                nd.shapes = tuple(m[1] for m in metas)
+                p.nodes.append(nd)
         return p
 
     def _node(self, e: ZipEntry, where: str, gname: str, i: int, node: Any,

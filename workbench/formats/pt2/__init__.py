@@ -43,7 +43,14 @@ from functools import partial
 from ...source import Source
 from ..parsed import Parsed
 from .archive import Archive
-from .columns import graph_columns, members_columns, models_columns, segments_columns, tensors_columns
+from .columns import (
+    graph_columns,
+    graph_nodes_columns,
+    members_columns,
+    models_columns,
+    segments_columns,
+    tensors_columns,
+)
 from .elf import elf_symbol_range
 from .graph_json import graph_stats
 from .schema import AOTI_ALIGN, FORMAT, FULL_PARSE_LIMIT, MAGIC, METADATA_LIMIT, SERDE_DTYPES
@@ -55,7 +62,7 @@ __all__ = ["AOTI_ALIGN", "FORMAT", "FULL_PARSE_LIMIT", "MAGIC", "METADATA_LIMIT"
 TAKES_DATA = False
 #: Frame name -> builder (each takes the :class:`Archive`).
 BUILDERS = {"segments": segments_columns, "tensors": tensors_columns, "members": members_columns,
-            "models": models_columns, "graph": graph_columns}
+            "models": models_columns, "graph": graph_columns, "graph_nodes": graph_nodes_columns}
 
 
 def detect(head: bytes) -> bool:
@@ -71,7 +78,7 @@ def detect(head: bytes) -> bool:
 def read(src: Source) -> Parsed:
     """Read the ``.pt2`` archive in ``src`` (verified, zero-copy) into a :class:`Parsed`.
 
-    Frames: ``segments``, ``tensors``, ``members``, ``models`` and ``graph``.
+    Frames: ``segments``, ``tensors``, ``members``, ``models``, ``graph`` and ``graph_nodes``.
 
     Example:
         >>> from workbench.source import Source

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from ..._cols import align, factorized, filled, ints, objects, string_array, strings
 from ...errors import CorruptError
 from .._zip import ZipEntry
-from .schema import MODEL_EXPORTED
+from .graph_json import graph_nodes
+from .schema import LEGACY_GRAPH, METADATA_LIMIT, MODEL_EXPORTED
 
 if TYPE_CHECKING:
     from .archive import Archive
@@ -267,4 +268,22 @@ def graph_columns(arc: Archive) -> dict[str, list]:
             out["model"].append(model)
             out["target"].append(target)
             out["count"].append(n)
+    return out
+
+
+def graph_nodes_columns(arc: Archive) -> dict[str, list]:
+    """``graph_nodes``: the data flow of every exported program (see :func:`graph_nodes`),
+    with its model name; an archive without ``models/`` but with the older
+    ``serialized_exported_program.json`` member gives that graph."""
+    out: dict[str, list] = {"model": []}
+    graphs = [(model, m.entry) for model, m in arc.models.items() if m.kind == MODEL_EXPORTED]
+    if not arc.models:
+        # the layout torch.export.save wrote before models/<name>.json (torch 2.1-2.2)
+        graphs = [(e.name.rsplit("/", 1)[-1][:-len(".json")], e) for e in arc.zip.entries
+                  if e.name.rsplit("/", 1)[-1] == LEGACY_GRAPH]
+    for model, e in graphs:
+        rows = graph_nodes(arc.zip.content(e, METADATA_LIMIT), arc.path, e)
+        for k, v in rows.items():
+            out.setdefault(k, []).extend(v)
+        out["model"].extend([model] * len(rows["name"]))
     return out

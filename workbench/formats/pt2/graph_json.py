@@ -27,8 +27,9 @@ from .schema import (
     TORCH_VERSION,
     USER_OUTPUT,
 )
+from .serde import node_io, tensor_meta, value_names
 
-__all__ = ["FULL_PARSE_LIMIT", "graph_stats"]
+__all__ = ["FULL_PARSE_LIMIT", "NODE_COLUMNS", "graph_nodes", "graph_stats"]
 
 _T = TARGET.encode()
 _KINDS = "|".join(INPUT_KINDS).encode()
@@ -247,3 +248,114 @@ def _too_deep(where: CorruptError) -> LimitError:
     """The :class:`LimitError` for a value nested too deeply, at ``where``'s location."""
     return LimitError(f"JSON nests deeper than JSON_MAX_DEPTH={JSON_MAX_DEPTH}", file=where.file,
                       structure=where.structure, offset=where.offset, limit="JSON_MAX_DEPTH")
+
+
+#: The columns of one ``graph_nodes`` row, in frame order (see ``workbench.frames``).
+NODE_COLUMNS = ("graph", "index", "kind", "name", "target", "inputs", "outputs", "dtypes",
+                "shapes", "fqn")
+
+
+def _spec(spec: Any) -> tuple[str, str | None, str | None]:
+    """(kind, value name, fully qualified name) of one signature input/output spec."""
+    if not isinstance(spec, dict) or len(spec) != 1:
+        return "unknown", None, None
+    kind, body = next(iter(spec.items()))
+    names: list[str] = []
+    fqn = None
+    if isinstance(body, dict):
+        value_names(body.get("arg"), names)
+        arg = body.get("arg")
+        if not names and isinstance(arg, dict) and isinstance(arg.get("name"), str):
+            names.append(arg["name"])
+        for key in ("parameter_name", "buffer_name", "tensor_constant_name",
+                    "custom_obj_name", "target"):
+            if isinstance(body.get(key), str):
+                fqn = body[key]
+                break
+    return str(kind), (names[0] if names else None), fqn
+
+
+def graph_nodes(raw: bytes | memoryview, file: str = "", entry: ZipEntry | None = None
+                ) -> dict[str, list]:
+    """The data flow of a serialized ExportedProgram: one row per graph input (``kind`` is
+    its signature spec: ``parameter``, ``buffer``, ``user_input``, ...), per call node
+    (``kind`` ``call``; nested subgraphs under their path in ``graph``) and per graph output
+    (``user_output``, ``buffer_mutation``, ...). ``inputs``/``outputs`` name the values read
+    and written; ``dtypes``/``shapes`` describe the written ones.
+
+    The document is parsed with the checked JSON loader (depth and size limits).
+
+    Example:
+        >>> doc = (b'{"graph_module": {"graph": {"inputs": [{"as_tensor": {"name": "x"}}],'
+        ...        b'"outputs": [{"as_tensor": {"name": "y"}}], "nodes": [{"target": "relu",'
+        ...        b'"inputs": [{"arg": {"as_tensor": {"name": "x"}}}], "outputs": [{"as_tensor":'
+        ...        b'{"name": "y"}}]}], "tensor_values": {}}, "signature": {"input_specs": [],'
+        ...        b'"output_specs": []}}}')
+        >>> rows = graph_nodes(doc)
+        >>> rows["kind"], rows["inputs"][1]
+        (['user_input', 'call', 'user_output'], ('x',))
+    """
+    where = f"zip member {entry.name!r}" if entry is not None else "graph JSON"
+    offset = entry.data_offset if entry is not None else None
+
+    def bad(msg: str) -> CorruptError:
+        return CorruptError(msg, file=file or None, structure=where, offset=offset)
+
+    doc = checked_loads(raw, file=file or None, structure=where, offset=offset)
+    gm = doc.get(GRAPH_MODULE) if isinstance(doc, dict) else None
+    graph = gm.get("graph") if isinstance(gm, dict) else None
+    if not isinstance(graph, dict):
+        raise bad(f"{GRAPH_MODULE}.graph is missing or not an object")
+    signature = gm.get(SIGNATURE) if isinstance(gm.get(SIGNATURE), dict) else {}
+    out: dict[str, list] = {c: [] for c in NODE_COLUMNS}
+
+    def row(gname: str, index: int, kind: str, name: str, target: str, inputs: tuple,
+            outputs: tuple, values: Any, fqn: str | None) -> None:
+        metas = [tensor_meta(values, n) for n in outputs]
+        for c, v in zip(NODE_COLUMNS, (gname, index, kind, name, target, inputs, outputs,
+                                       tuple(m[0] for m in metas), tuple(m[1] for m in metas),
+                                       fqn)):
+            out[c].append(v)
+
+    values = graph.get("tensor_values")
+    in_specs = {}
+    for spec in signature.get(INPUT_SPECS) or ():
+        kind, name, fqn = _spec(spec)
+        if name is not None:
+            in_specs[name] = (kind, fqn)
+    inputs: list[str] = []
+    value_names(graph.get("inputs"), inputs)
+    for i, name in enumerate(inputs):
+        kind, fqn = in_specs.get(name, ("user_input", None))
+        row("", i, kind, name, "placeholder", (), (name,), values, fqn)
+    queue: list[tuple[str, Any, str]] = [("", graph, f"{GRAPH_MODULE}.graph")]
+    while queue:
+        gname, g, gwhere = queue.pop(0)
+        if not isinstance(g, dict):
+            raise bad(f"{gwhere} is not a JSON object")
+        nodes = g.get("nodes", [])
+        if not isinstance(nodes, list):
+            raise bad(f"{gwhere}.nodes is not a list")
+        gvalues = g.get("tensor_values", values)
+        for i, node in enumerate(nodes):
+            if not isinstance(node, dict) or not isinstance(node.get(TARGET), str):
+                raise bad(f"{gwhere}.nodes[{i}] is not a node with a string target")
+            reads, writes = node_io(node)
+            name = node.get("name") if isinstance(node.get("name"), str) else (
+                writes[0] if writes else f"node{i}")
+            row(gname, i, "call", name, node[TARGET], reads, writes, gvalues, None)
+            for k, inp in enumerate(node.get("inputs") or ()):
+                a = inp.get("arg") if isinstance(inp, dict) else None
+                sub = a.get("as_graph") if isinstance(a, dict) else None
+                if isinstance(sub, dict):
+                    label = sub.get("name") if isinstance(sub.get("name"), str) else f"{name}.{k}"
+                    queue.append((f"{gname}/{label}" if gname else label, sub.get("graph"),
+                                  f"{gwhere}.nodes[{i}].inputs[{k}].arg.as_graph.graph"))
+    out_specs = [_spec(s) for s in signature.get(OUTPUT_SPECS) or ()]
+    outputs: list[str] = []
+    value_names(graph.get("outputs"), outputs)
+    by_name = {name: (kind, fqn) for kind, name, fqn in out_specs if name is not None}
+    for i, name in enumerate(outputs):
+        kind, fqn = by_name.get(name, (USER_OUTPUT, None))
+        row("", i, kind, f"output:{name}", "output", (name,), (), values, fqn)
+    return out

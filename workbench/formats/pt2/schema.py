@@ -146,3 +146,5 @@ CONSTANT_KIND = {"Parameter": "parameter", "Buffer": "buffer"}
 #: ELF symbols bounding the constants compiled into the shared object.
 CONSTANTS_START = b"_binary_constants_bin_start"
 CONSTANTS_END = b"_binary_constants_bin_end"
+#: The graph member of archives written by torch.export.save before ``models/`` (torch 2.1-2.2).
+LEGACY_GRAPH = "serialized_exported_program.json"
