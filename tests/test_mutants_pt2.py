@@ -127,8 +127,9 @@ def standard(lo: int = 0x10, hi: int = 0x50, *, names: tuple[bytes, bytes] = (ST
 
 
 def src_of(data: bytes) -> types.SimpleNamespace:
-    """What :func:`elf_symbol_range` reads of a Source: its ``buf``."""
-    return types.SimpleNamespace(buf=memoryview(data))
+    """What :func:`elf_symbol_range` uses of a Source: its ``buf`` and prefetch hints."""
+    return types.SimpleNamespace(buf=memoryview(data), prefetch=lambda start, size: None,
+                                 prefetch_many=lambda ranges: None)  # a local Source: no-ops
 
 
 def rng(data: bytes, start: int = 0, size: int | None = None, first: bytes = START,

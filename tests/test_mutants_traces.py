@@ -1917,6 +1917,11 @@ def test_nodes_every_column(tmp_path):
         "stack_trace": ("string", ["trace a", None, None, None, None, None, None, None,
                                    "inner trace", None, None]),
         "torch_fn": ("string", ["('add', 'builtin')"] + [None] * 10),
+        # the data flow (graph views): names read and written, the written values' dtype/shape
+        "inputs": ("object", [(), (), (), (), ("x", "true_graph_0"), (), (), (), (), (), ()]),
+        "outputs": ("object", [(), ("mul_out",), ("lo", "l2"), (), (), (), (), (), (), (), ()]),
+        "dtypes": ("object", [(), (None,), (None, None), (), (), (), (), (), (), (), ()]),
+        "shapes": ("object", [(), (None,), (None, None), (), (), (), (), (), (), (), ()]),
     })
     check_frame(art.frames["programs"], {
         "program": ("string", [EDGE]), "stage": ("category", ["edge"]),
@@ -2033,7 +2038,8 @@ def test_program_nodes_absent_and_empty(tmp_path):
     nd = art.frames["nodes"]
     assert nd.empty and list(nd.columns) == [
         "program", "stage", "method", "graph", "index", "name", "target", "op", "debug_handle",
-        "module", "module_type", "module_stack", "stack_trace", "torch_fn"]
+        "module", "module_type", "module_stack", "stack_trace", "torch_fn",
+        "inputs", "outputs", "dtypes", "shapes"]
     assert art.frames["debug_handles"].empty
 
 

@@ -89,6 +89,6 @@ def read(src: Source) -> Parsed:
     arc = Archive(src)
     parsed = Parsed(format=FORMAT, path=src.path, sources={src.path: src})
     parsed.info.update(arc.info)
-    parsed.findings.extend(arc.findings)
+    arc.share_findings(parsed.findings)
     parsed.builders.update({name: partial(build, arc) for name, build in BUILDERS.items()})
     return parsed

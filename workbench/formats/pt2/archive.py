@@ -212,6 +212,12 @@ class Archive:
         return stats
 
     # -- findings ---------------------------------------------------------------------------
+    def share_findings(self, findings: list[Finding]) -> None:
+        """Move the findings so far into ``findings`` (the ``Parsed`` list) and keep adding
+        there, so that frame builders running later (``graph_nodes``) report through it too."""
+        findings.extend(self.findings)
+        self.findings = findings
+
     def find(self, severity: str, structure: str, message: str,
              offset: int | None = None) -> None:
         """Record a finding (see :class:`~workbench.errors.Finding`)."""

@@ -282,7 +282,12 @@ def graph_nodes_columns(arc: Archive) -> dict[str, list]:
         graphs = [(e.name.rsplit("/", 1)[-1][:-len(".json")], e) for e in arc.zip.entries
                   if e.name.rsplit("/", 1)[-1] == LEGACY_GRAPH]
     for model, e in graphs:
-        rows = graph_nodes(arc.zip.content(e, METADATA_LIMIT), arc.path, e)
+        try:
+            rows = graph_nodes(arc.zip.content(e, METADATA_LIMIT), arc.path, e)
+        except CorruptError as err:  # torch.export.load may still read it: a finding, no rows
+            arc.find("warning", err.structure or f"zip member {e.name!r}",
+                     f"graph of model {model!r} not drawn: {err.detail}", err.offset)
+            continue
         for k, v in rows.items():
             out.setdefault(k, []).extend(v)
         out["model"].extend([model] * len(rows["name"]))

@@ -52,7 +52,9 @@ def value_names(arg: Any, out: list[str]) -> None:
                     out.append(v["name"])
                 elif isinstance(v, dict) and isinstance(v.get("as_name"), str):
                     out.append(v["as_name"])
-                elif isinstance(v, (list, dict)):
+                elif isinstance(v, list):  # as_tensors: [{"name": ...}, ...] (each its own arg)
+                    stack.extend({"as_item": item} for item in reversed(v))
+                elif isinstance(v, dict):
                     stack.append(v)
 
 
