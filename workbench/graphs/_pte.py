@@ -107,12 +107,14 @@ class _Out:
         self.e: dict[str, list] = {c: [] for c in EDGE_COLUMNS}
 
     def node(self, **row: Any) -> None:
+        get = row.get
         for c, v in self.n.items():
-            v.append(row.get(c))
+            v.append(get(c))
 
     def edge(self, **row: Any) -> None:
+        get = row.get
         for c, v in self.e.items():
-            v.append(row.get(c))
+            v.append(get(c))
 
 
 class _Fact:

@@ -67,6 +67,11 @@ def _missing(v: Any) -> bool:
 
 
 def _text(v: Any) -> str | None:
+    t = type(v)
+    if t is str:  # the common cells first, without pandas' scalar checks
+        return v
+    if t is int or t is bool or (t is float and v == v):
+        return str(v)
     if _missing(v):
         return None
     if isinstance(v, tuple):
