@@ -37,7 +37,7 @@ import mmap
 import posixpath
 import re
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple
 
 from .errors import (
@@ -120,6 +120,22 @@ class _Transport:
 
     async def get(self, start: int, end: int) -> _Reply:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def failure(self, e: Exception, start: int, end: int,
+                status_of: Callable[[BaseException], int | None] | None = None) -> Exception:
+        """Our exception for the transport exception ``e`` of a read of ``[start, end)``:
+        not found / access denied / a classified HTTP status (``status_of``) as ArtifactErrors,
+        anything else a :class:`_Retry` with the masked text. The caller raises it ``from
+        None``: transport exceptions are never raised or chained."""
+        status = (404 if isinstance(e, FileNotFoundError) else
+                  403 if isinstance(e, PermissionError) else
+                  status_of(e) if status_of is not None else None)
+        if status is not None:
+            try:
+                self.owner._status(status, start, end, None)  # always raises
+            except (ArtifactError, _Retry) as ours:
+                return ours
+        return _Retry(_describe(e, self.owner))
 
     def listing(self, folder: str) -> list[str]:
         """Names of the objects directly under ``folder`` (one listing request)."""
@@ -206,19 +222,10 @@ class _S3(_Transport):
                 data = await body.read()
             finally:
                 body.close()
-        except FileNotFoundError:
-            self.owner._status(404, start, end, None)
-            raise AssertionError("unreachable") from None  # pragma: no cover
-        except PermissionError:
-            self.owner._status(403, start, end, None)
-            raise AssertionError("unreachable") from None  # pragma: no cover
         except ArtifactError:
             raise
         except Exception as e:  # botocore / aiohttp / s3fs: classified, never re-raised
-            status = _s3_status(e)
-            if status is not None:
-                self.owner._status(status, start, end, None)  # raises
-            raise _Retry(_describe(e, self.owner)) from None
+            raise self.failure(e, start, end, _s3_status) from None
         m = _CONTENT_RANGE.match(resp.get("ContentRange") or "")
         modified = resp.get("LastModified")
         modified = None if modified is None else str(modified)
@@ -250,16 +257,10 @@ class _Generic(_Transport):
             end = min(end, size)
             data = await self._call("cat_file", self.path, start=start, end=end) \
                 if end > start else b""
-        except FileNotFoundError:
-            self.owner._status(404, start, end, None)
-            raise AssertionError("unreachable") from None  # pragma: no cover
-        except PermissionError:
-            self.owner._status(403, start, end, None)
-            raise AssertionError("unreachable") from None  # pragma: no cover
         except ArtifactError:
             raise
         except Exception as e:
-            raise _Retry(_describe(e, self.owner)) from None
+            raise self.failure(e, start, end) from None
         info = self.info
         etag = info.get("ETag") or info.get("etag")
         modified = info.get("mtime") or info.get("LastModified") or info.get("last_modified")
@@ -402,19 +403,6 @@ class RemoteSource(Source):
     def __repr__(self) -> str:
         return (f"RemoteSource({self.path!r}, size={self.size}, requests={self.requests}, "
                 f"fetched={self.fetched})")
-
-    def close(self) -> None:
-        """Release the cache. Views handed out earlier keep it alive until dropped."""
-        self.buf = memoryview(b"")
-        mm, self._mm = self._mm, None
-        if mm is not None:
-            try:
-                mm.close()
-            except BufferError:
-                pass
-
-    def __del__(self) -> None:
-        pass
 
     # -- fetching --------------------------------------------------------------------------
     def _missing(self, start: int, end: int) -> list[tuple[int, int]]:
@@ -776,13 +764,19 @@ def head_bytes(url: str, n: int, storage_options: dict | None = None) -> bytes:
     try:
         fs = fsspec.filesystem(protocol, **(storage_options or {}))
         return bytes(fs.cat_file(url, start=0, end=n))
-    except FileNotFoundError:
-        raise RemoteNotFoundError("not found", file=mask_url(url)) from None
-    except PermissionError:
-        raise RemoteAccessError("access denied", file=mask_url(url)) from None
     except Exception as e:  # transport errors become ours
-        raise RemoteUnavailableError(f"cannot read ({type(e).__name__})",
-                                     file=mask_url(url)) from None
+        raise _call_error(e, url, "not found", "access denied", "cannot read") from None
+
+
+def _call_error(e: Exception, url: str, not_found: str, denied: str, other: str
+                ) -> RemoteError:
+    """The RemoteError for a failed one-off fsspec call on ``url`` (the caller raises it
+    ``from None``); the transport exception's text is not kept (it may hold secrets)."""
+    if isinstance(e, FileNotFoundError):
+        return RemoteNotFoundError(not_found, file=mask_url(url))
+    if isinstance(e, PermissionError):
+        return RemoteAccessError(denied, file=mask_url(url))
+    return RemoteUnavailableError(f"{other} ({type(e).__name__})", file=mask_url(url))
 
 
 def list_files(url: str, storage_options: dict | None = None,
@@ -799,14 +793,10 @@ def list_files(url: str, storage_options: dict | None = None,
     try:
         fs = fsspec.filesystem(protocol, **(storage_options or {}))
         found = fs.find(url)
-    except FileNotFoundError:
-        raise RemoteNotFoundError("nothing under this prefix", file=mask_url(url)) from None
-    except PermissionError:
-        raise RemoteAccessError("listing refused: check the credentials in storage_options "
-                                "or the environment", file=mask_url(url)) from None
     except Exception as e:
-        raise RemoteUnavailableError(f"cannot list ({type(e).__name__})",
-                                     file=mask_url(url)) from None
+        raise _call_error(e, url, "nothing under this prefix", "listing refused: check the "
+                          "credentials in storage_options or the environment",
+                          "cannot list") from None
     out = []
     for p in found:
         if "://" not in p:
