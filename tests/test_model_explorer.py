@@ -78,6 +78,43 @@ def test_graphs_equal_wb_graph(manager, name):
                 assert attrs[row["id"]]["delegate_index"] == str(row["delegate_index"])
 
 
+
+@pytest.mark.parametrize("name", ["llm_tiny.pte", "multi_method_xnnpack.pte", "mlp_portable.pte"])
+def test_column_path_equals_frame_path(monkeypatch, name):
+    """A .pte graph is handed to Model Explorer from its column lists (no frames made); the
+    result must be exactly what the frames give (the path .pt2 / ETRecord graphs take)."""
+    import dataclasses
+
+    from workbench.graphs import Graph
+    from workbench.model_explorer import convert
+
+    path = str(SAMPLES / name)
+    fast = [dataclasses.asdict(x) for x in convert.me_graphs(path)]
+    g = wb.graph(path)
+    assert g.raw_columns() is not None
+    framed = Graph(g.nodes, g.edges, g.source, g.format, g.methods)
+    assert framed.raw_columns() is None
+    monkeypatch.setattr(convert, "checked_graph", lambda _p: framed)
+    slow = [dataclasses.asdict(x) for x in convert.me_graphs(path)]
+    assert fast == slow
+    assert sum(len(x["nodes"]) for x in fast) == len(g.nodes)
+
+
+def test_graph_builder_field_order():
+    """convert.py builds these positionally (speed): the pinned Model Explorer's field order."""
+    import dataclasses
+
+    from model_explorer import graph_builder as gb
+
+    def names(cls):
+        return [f.name for f in dataclasses.fields(cls)]
+
+    assert names(gb.KeyValue)[:2] == ["key", "value"]
+    assert names(gb.IncomingEdge)[:3] == ["sourceNodeId", "sourceNodeOutputId",
+                                          "targetNodeInputId"]
+    assert names(gb.MetadataItem)[:2] == ["id", "attrs"]
+
+
 def test_overlays(manager):
     def run(pid, name, graph="forward", config=None):
         return manager.run_cmd({"extensionId": pid, "cmdId": "run", "modelPath": str(SAMPLES / name),

@@ -64,10 +64,12 @@ def graph(artifact: Any, method: str | None = None) -> Graph:
     """
     art = as_artifact(artifact)
     if art.format == "pte":
-        from ._pte import pte_frames
+        from ._pte import pte_columns
 
-        nodes, edges, names = pte_frames(art, method)
-    elif art.format in ("pt2", "etrecord"):
+        ncols, ecols, names = pte_columns(art, method)
+        return Graph(source=str(art.path), format=art.format, methods=names,
+                     columns=(ncols, ecols))
+    if art.format in ("pt2", "etrecord"):
         from ._exported import exported_frames
 
         nodes, edges, names = exported_frames(art, method)

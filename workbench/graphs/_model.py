@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -78,7 +77,6 @@ def frame(columns: dict[str, str], data: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-@dataclass
 class Graph:
     """A program as a graph: ``nodes`` and ``edges`` frames (one row per node / per
     producer -> consumer value), for every method (or the one asked for).
@@ -86,6 +84,7 @@ class Graph:
     ``source`` is the artifact's path, ``format`` its format. A node's attributes are its
     columns (see ``workbench.graphs.NODE_COLUMNS``); Model Explorer shows them as node
     attributes (``workbench.model_explorer``); :meth:`to_svg` draws a static picture.
+    A graph built from column lists (``columns=``) makes its frames on first use.
 
     Example:
         >>> import workbench as wb
@@ -93,11 +92,39 @@ class Graph:
         >>> g.nodes[["id", "kind", "op", "instruction", "delegate_index"]]  # doctest: +SKIP
     """
 
-    nodes: pd.DataFrame
-    edges: pd.DataFrame
-    source: str = ""
-    format: str = ""
-    methods: list[str] = field(default_factory=list)
+    def __init__(self, nodes: pd.DataFrame | None = None, edges: pd.DataFrame | None = None,
+                 source: str = "", format: str = "", methods: list[str] | None = None, *,
+                 columns: tuple[dict[str, list], dict[str, list]] | None = None) -> None:
+        if columns is None and (nodes is None or edges is None):
+            raise TypeError("Graph needs nodes and edges frames, or columns=")
+        self._nodes, self._edges = nodes, edges
+        self._columns = columns
+        self.source, self.format = source, format
+        self.methods: list[str] = list(methods) if methods is not None else []
+
+    @property
+    def nodes(self) -> pd.DataFrame:
+        """One row per node, columns :data:`NODE_COLUMNS`."""
+        if self._nodes is None:
+            self._nodes = frame(NODE_COLUMNS, self._columns[0])
+        return self._nodes
+
+    @property
+    def edges(self) -> pd.DataFrame:
+        """One row per producer -> consumer value, columns :data:`EDGE_COLUMNS`."""
+        if self._edges is None:
+            self._edges = frame(EDGE_COLUMNS, self._columns[1])
+        return self._edges
+
+    def raw_columns(self) -> tuple[dict[str, list], dict[str, list]] | None:
+        """The (node, edge) column lists this graph was built from (plain Python values,
+        None: missing), or None for a graph built from frames. For fast consumers (Model
+        Explorer's adapter) that would otherwise convert the frames back to values.
+
+        Example:
+            >>> ncols, ecols = wb.graph("sample_models/mlp_portable.pte").raw_columns()  # doctest: +SKIP
+        """
+        return self._columns
 
     def method(self, name: str) -> Graph:
         """The sub-graph of one method.

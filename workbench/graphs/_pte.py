@@ -22,6 +22,7 @@ dictionary look-ups over the instructions' argument tuples (the 1B LLM: 573 inst
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from ._model import EDGE_COLUMNS, NODE_COLUMNS, frame
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
 
     from ..artifact import Artifact
 
-__all__ = ["CYCLE", "DANGLING", "pte_frames"]
+__all__ = ["CYCLE", "DANGLING", "pte_columns", "pte_frames"]
 
 #: ``tensors.storage`` values whose bytes are stored in the artifact (constant nodes).
 STORED = frozenset({"segment", "inline", "external", "named_data"})
@@ -53,25 +54,9 @@ CYCLE = "read before written (cycle)"
 NEVER_WRITTEN = "read but never written"
 
 
-def _na(v: Any) -> Any:
-    """``None`` for pandas' missing markers, the value otherwise."""
-    if v is None:
-        return None
-    try:
-        return None if v != v or v is _NA else v  # NaN / pd.NA
-    except TypeError:  # pd.NA compares ambiguously
-        return None
-
-
-try:
-    from pandas import NA as _NA
-except ImportError:  # pragma: no cover - pandas is a dependency
-    _NA = None
-
-
 def _rows(df: pd.DataFrame, cols: tuple[str, ...]) -> list[tuple]:
     """The rows of ``df`` as tuples of plain Python values (missing -> None): one pass per
-    column (a mask for the missing cells), not a check per cell."""
+    column (a vectorised mask for the missing cells), not a check per cell."""
     present = []
     for c in cols:
         if c not in df:
@@ -79,10 +64,9 @@ def _rows(df: pd.DataFrame, cols: tuple[str, ...]) -> list[tuple]:
             continue
         col = df[c]
         values = col.astype(object).tolist()
-        missing = col.isna().to_numpy() if col.dtype != object else \
-            [_na(v) is None for v in values]
-        for i, m in enumerate(missing):
-            if m:
+        missing = col.isna().to_numpy()
+        if missing.any():
+            for i in missing.nonzero()[0].tolist():
                 values[i] = None
         present.append(values)
     return list(zip(*present))
@@ -100,21 +84,34 @@ def _split(df: pd.DataFrame, cols: tuple[str, ...], key: str = "method"
 
 
 class _Out:
-    """Column lists of nodes and edges."""
+    """Node and edge rows (dicts with every column: missing cells None), turned into column
+    lists once at the end."""
 
     def __init__(self) -> None:
-        self.n: dict[str, list] = {c: [] for c in NODE_COLUMNS}
-        self.e: dict[str, list] = {c: [] for c in EDGE_COLUMNS}
+        self.nodes: list[dict[str, Any]] = []
+        self.edges: list[dict[str, Any]] = []
 
     def node(self, **row: Any) -> None:
-        get = row.get
-        for c, v in self.n.items():
-            v.append(get(c))
+        full = dict.fromkeys(NODE_COLUMNS)
+        full.update(row)
+        self.nodes.append(full)
 
     def edge(self, **row: Any) -> None:
-        get = row.get
-        for c, v in self.e.items():
-            v.append(get(c))
+        full = dict.fromkeys(EDGE_COLUMNS)
+        full.update(row)
+        self.edges.append(full)
+
+    def columns(self) -> tuple[dict[str, list], dict[str, list]]:
+        """(node columns, edge columns): one list per column of ``NODE_COLUMNS`` /
+        ``EDGE_COLUMNS`` (None where a row has no value)."""
+        return _columns(self.nodes, NODE_COLUMNS), _columns(self.edges, EDGE_COLUMNS)
+
+
+def _columns(rows: list[dict[str, Any]], names: dict[str, str]) -> dict[str, list]:
+    """Rows holding every column in ``names`` -> one list per column (a transposition in C)."""
+    if not rows:
+        return {c: [] for c in names}
+    return {c: list(v) for c, v in zip(names, zip(*map(itemgetter(*names), rows)))}
 
 
 class _Fact:
@@ -141,6 +138,22 @@ def pte_frames(art: Artifact, method: str | None = None
         >>> import workbench as wb
         >>> nodes, edges, methods = pte_frames(wb.open("sample_models/mlp_portable.pte"))  # doctest: +SKIP
     """
+    ncols, ecols, names = pte_columns(art, method)
+    return frame(NODE_COLUMNS, ncols), frame(EDGE_COLUMNS, ecols), names
+
+
+def pte_columns(art: Artifact, method: str | None = None
+                ) -> tuple[dict[str, list], dict[str, list], list[str]]:
+    """(node columns, edge columns, method names) of a ``.pte`` / ``.bpte`` artifact: the
+    rows of :func:`pte_frames` as one list of plain Python values per column (None:
+    missing), before any pandas conversion (Model Explorer's adapter reads these).
+
+    Example:
+        >>> import workbench as wb
+        >>> ncols, ecols, methods = pte_columns(wb.open("sample_models/mlp_portable.pte"))  # doctest: +SKIP
+        >>> ncols["kind"][:2]                                               # doctest: +SKIP
+        ['input', 'kernel']
+    """
     fr = art.frames
     methods = fr["methods"]
     names = [str(m) for m in methods["method"]]
@@ -158,7 +171,8 @@ def pte_frames(art: Artifact, method: str | None = None
             continue  # a constant method: no instructions, no graph
         _method(out, m, ins[m], nvalues[m], {k: v.get(m) for k, v in parts.items()},
                 tens.get(m))
-    return frame(NODE_COLUMNS, out.n), frame(EDGE_COLUMNS, out.e), names
+    ncols, ecols = out.columns()
+    return ncols, ecols, names
 
 
 def _facts(n: int, values: Any, tens: Any, life: Any) -> list[_Fact]:
@@ -272,10 +286,16 @@ def _method(out: _Out, m: str, ins: list[tuple], nvalues: int, parts: dict[str, 
         edges.append((src if src is not None else source(v), oid, v, None))
     # XNNPACK delegates expand inside their group; their outputs feed the call's readers
     rewire = _expand(out, m, calls, dels, parts, facts)
+    add, blank = out.edges.append, dict.fromkeys(EDGE_COLUMNS)
     for src, tgt, v, defect in edges:
-        src = rewire.get((src, v), src)
-        t = facts[v].tensor() if v is not None and ok(v) else {}
-        out.edge(method=m, source=src, target=tgt, value=v, defect=defect, **t)
+        row = blank.copy()
+        if v is not None and ok(v):
+            f = facts[v]
+            row["name"], row["dtype"], row["shape"] = f.name, f.dtype, f.shape
+            row["bytes"], row["lifetime"] = f.nbytes, f.lifetime
+        row["method"], row["source"], row["target"] = m, rewire.get((src, v), src), tgt
+        row["value"], row["defect"] = v, defect
+        add(row)
 
 
 def _expand(out: _Out, m: str, calls: list, dels: dict, parts: dict[str, Any],

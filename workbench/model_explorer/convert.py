@@ -53,6 +53,12 @@ def checked_graph(model_path: str) -> Graph:
                            file=os.path.basename(model_path), structure="graph") from None
 
 
+try:
+    from pandas import NA as _NA
+except ImportError:  # pragma: no cover - pandas is a dependency
+    _NA = None
+
+
 def _missing(v: Any) -> bool:
     import pandas as pd
 
@@ -91,13 +97,42 @@ def _texts(col: Any) -> list[str | None]:
     return texts
 
 
-def _by_method(df: Any, cols: tuple[str, ...]) -> dict[str, list[list[str | None]]]:
-    """Rows of ``df`` as lists of attribute texts (None: missing), grouped by method."""
-    texts = [_texts(df[c]) for c in cols]
+def _raw_texts(values: list, dtype: str) -> list[str | None]:
+    """The texts of one raw column (plain Python values, None: missing) of a frame column
+    of ``dtype``: what :func:`_texts` gives for the frame that ``graphs.frame`` builds."""
+    if dtype == "Int64":
+        return [None if v is None or v is _NA else str(int(v)) for v in values]
+    if dtype == "object":  # shapes: few distinct values, each formatted once
+        memo: dict[Any, str | None] = {}
+        out = []
+        for v in values:
+            try:
+                t = memo[v]
+            except KeyError:
+                t = memo[v] = _text(v)
+            except TypeError:  # unhashable (a list)
+                t = _text(v)
+            out.append(t)
+        return out
+    return [None if v is None or v is _NA else str(v) for v in values]
+
+
+def _group(methods: list, texts: list[list[str | None]]) -> dict[str, list[list[str | None]]]:
     out: dict[str, list[list[str | None]]] = {}
-    for m, *row in zip(df["method"].tolist(), *texts):
+    for m, *row in zip(methods, *texts):
         out.setdefault(str(m), []).append(row)
     return out
+
+
+def _by_method(df: Any, cols: tuple[str, ...]) -> dict[str, list[list[str | None]]]:
+    """Rows of ``df`` as lists of attribute texts (None: missing), grouped by method."""
+    return _group(df["method"].tolist(), [_texts(df[c]) for c in cols])
+
+
+def _by_method_raw(columns: dict[str, list], dtypes: dict[str, str], cols: tuple[str, ...]
+                   ) -> dict[str, list[list[str | None]]]:
+    """:func:`_by_method` of the frame that raw ``columns`` would make, without making it."""
+    return _group(columns["method"], [_raw_texts(columns[c], dtypes[c]) for c in cols])
 
 
 def me_graphs(model_path: str) -> list[Any]:
@@ -131,10 +166,22 @@ def _me_graphs(model_path: str) -> list[Any]:
     from model_explorer import graph_builder as gb
 
     g = checked_graph(model_path)
-    ncols = [c for c in ATTRS if c in g.nodes]
-    nodes_by = _by_method(g.nodes, ("id", "label", "namespace", "defect", *ncols))
-    edges_by = _by_method(g.edges, ("source", "target", "value", "name", "dtype", "shape",
-                                    "defect"))
+    raw = g.raw_columns()
+    node_cols = ("id", "label", "namespace", "defect")
+    edge_cols = ("source", "target", "value", "name", "dtype", "shape", "defect")
+    if raw is not None:  # built from column lists: no frames to make and read back
+        from ..graphs import EDGE_COLUMNS, NODE_COLUMNS
+
+        ncols = [c for c in ATTRS if c in NODE_COLUMNS]
+        nodes_by = _by_method_raw(raw[0], NODE_COLUMNS, (*node_cols, *ncols))
+        edges_by = _by_method_raw(raw[1], EDGE_COLUMNS, edge_cols)
+    else:
+        ncols = [c for c in ATTRS if c in g.nodes]
+        nodes_by = _by_method(g.nodes, (*node_cols, *ncols))
+        edges_by = _by_method(g.edges, edge_cols)
+    # positional arguments (field order of model_explorer 0.1.34, checked by the tests):
+    # tens of thousands of these are made for a large program
+    KV, Edge, Meta = gb.KeyValue, gb.IncomingEdge, gb.MetadataItem
     out = []
     for method in g.methods:
         rows = nodes_by.get(method)
@@ -151,20 +198,19 @@ def _me_graphs(model_path: str) -> list[Any]:
             if oid is None:
                 oid = out_ids[key] = str(n_out.get(s, 0))
                 n_out[s] = n_out.get(s, 0) + 1
-                attrs = [gb.KeyValue(key="tensor_name", value=name or key[1])]
+                attrs = [KV("tensor_name", name or key[1])]
                 if dtype:
-                    attrs.append(gb.KeyValue(key="tensor_dtype", value=dtype))
+                    attrs.append(KV("tensor_dtype", dtype))
                 if shape:
-                    attrs.append(gb.KeyValue(key="tensor_shape", value=f"{dtype or ''}{shape}"))
+                    attrs.append(KV("tensor_shape", f"{dtype or ''}{shape}"))
                 if defect:
-                    attrs.append(gb.KeyValue(key="defect", value=defect))
-                outputs_meta.setdefault(s, []).append(gb.MetadataItem(id=oid, attrs=attrs))
+                    attrs.append(KV("defect", defect))
+                outputs_meta.setdefault(s, []).append(Meta(oid, attrs))
             lst = incoming.setdefault(t, [])
-            lst.append(gb.IncomingEdge(sourceNodeId=s, sourceNodeOutputId=oid,
-                                       targetNodeInputId=str(len(lst))))
+            lst.append(Edge(s, oid, str(len(lst))))
         gnodes = []
         for nid, label, ns, defect, *values in rows:
-            attrs = [gb.KeyValue(key=c, value=v) for c, v in zip(ncols, values) if v is not None]
+            attrs = [KV(c, v) for c, v in zip(ncols, values) if v is not None]
             gnodes.append(gb.GraphNode(
                 id=nid, label=label or nid, namespace=ns or "", attrs=attrs,
                 incomingEdges=incoming.get(nid, []), outputsMetadata=outputs_meta.get(nid, []),
