@@ -9,6 +9,11 @@ import functools
 import hashlib
 import os
 import pathlib
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
 import warnings
 from dataclasses import dataclass
 from typing import Any
@@ -350,3 +355,41 @@ def oracle() -> Oracle:
     pytest.importorskip("executorch.exir._serialize._program",
                         reason="executorch (the oracle) is not installed")
     return Oracle()
+
+
+@pytest.fixture(scope="session")
+def model_explorer_server(tmp_path_factory):
+    """Model Explorer's server with our extension (``model-explorer
+    --extensions=workbench.model_explorer``) on a free local port, shared by the session: its
+    base URL. Skipped when the graph extra or its command is missing; fails with the server's
+    log when it exits or does not answer within two minutes."""
+    pytest.importorskip("model_explorer", reason="the graph extra (ai-edge-model-explorer) is "
+                        "not installed")
+    exe = pathlib.Path(sys.executable).with_name("model-explorer")
+    if not exe.exists():
+        pytest.skip("no model-explorer command in this environment")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = tmp_path_factory.mktemp("me") / "server.log"
+    with open(log, "w") as fh:
+        proc = subprocess.Popen(
+            [str(exe), "--extensions=workbench.model_explorer", "--no_open_in_browser",
+             f"--port={port}", "--host=127.0.0.1", "--skip_health_check"], cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=fh, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(240):
+            try:
+                urllib.request.urlopen(base + "/check_health", timeout=2)
+                break
+            except OSError:
+                if proc.poll() is not None:
+                    pytest.fail(f"model-explorer exited: {log.read_text()[-2000:]}")
+                time.sleep(0.5)
+        else:
+            pytest.fail("model-explorer did not start")
+        yield base
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

@@ -12,13 +12,9 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import socket
-import subprocess
-import sys
 import time
 import urllib.parse
 import urllib.request
-from typing import Any
 
 import pytest
 from _jupyter import CHROMIUM, CHROMIUM_ARGS, SCREENSHOTS, only_local
@@ -36,43 +32,6 @@ MODEL = ROOT / "sample_models" / "mlp_xnnpack.pte"
 TRACE = ROOT / "sample_models" / "mlp_xnnpack.etdp"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory) -> Any:
-    pytest.importorskip("model_explorer", reason="the graph extra is not installed")
-    exe = pathlib.Path(sys.executable).with_name("model-explorer")
-    if not exe.exists():
-        pytest.skip("no model-explorer command in this environment")
-    port = _free_port()
-    log = tmp_path_factory.mktemp("me") / "server.log"
-    with open(log, "w") as fh:
-        proc = subprocess.Popen(
-            [str(exe), "--extensions=workbench.model_explorer", "--no_open_in_browser",
-             f"--port={port}", "--host=127.0.0.1", "--skip_health_check"], cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=fh, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(240):
-            try:
-                urllib.request.urlopen(base + "/check_health", timeout=2)
-                break
-            except OSError:
-                if proc.poll() is not None:
-                    pytest.fail(f"model-explorer exited: {log.read_text()[-2000:]}")
-                time.sleep(0.5)
-        else:
-            pytest.fail("model-explorer did not start")
-        yield base
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-
-
 def _changed_pixels(a: bytes, b: bytes) -> int:
     """Pixels that differ between two PNG screenshots of the same size."""
     import io
@@ -85,7 +44,7 @@ def _changed_pixels(a: bytes, b: bytes) -> int:
     return int((np.abs(x - y).sum(axis=2) > 30).sum())
 
 
-def test_expand_xnnpack_layer_and_time_overlay(server, tmp_path):
+def test_expand_xnnpack_layer_and_time_overlay(model_explorer_server, tmp_path):
     sync = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
     pytest.importorskip("PIL")
     from workbench.graphs._delegation import node_times
@@ -94,7 +53,7 @@ def test_expand_xnnpack_layer_and_time_overlay(server, tmp_path):
     mean = node_times(wb.open(MODEL), TRACE)
     value = mean.loc[mean["instruction"] == 0, "mean"].iloc[0]
     data = {"models": [{"url": str(MODEL), "adapterId": "workbench_adapter"}]}
-    url = server + "/?data=" + urllib.parse.quote(json.dumps(data))
+    url = model_explorer_server + "/?data=" + urllib.parse.quote(json.dumps(data))
     env = {**os.environ, "HOME": str(tmp_path)}
     with sync.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True,

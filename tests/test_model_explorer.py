@@ -5,12 +5,7 @@ file and the structure) while the server stays up."""
 from __future__ import annotations
 
 import json
-import os
 import pathlib
-import socket
-import subprocess
-import sys
-import time
 import urllib.parse
 import urllib.request
 
@@ -151,46 +146,9 @@ def test_bad_files_are_adapter_errors(manager, tmp_path):
         _convert(manager, junk)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _get(url: str) -> dict:
     with urllib.request.urlopen(url, timeout=60) as r:
         return json.loads(r.read())
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    exe = pathlib.Path(sys.executable).with_name("model-explorer")
-    if not exe.exists():
-        pytest.skip("no model-explorer command in this environment")
-    port = _free_port()
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    log = tmp_path_factory.mktemp("me") / "server.log"
-    with open(log, "w") as fh:
-        proc = subprocess.Popen([str(exe), "--extensions=workbench.model_explorer",
-                                 "--no_open_in_browser", f"--port={port}", "--host=127.0.0.1",
-                                 "--skip_health_check"], cwd=ROOT, env=env, stdout=fh,
-                                stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(240):
-            try:
-                urllib.request.urlopen(base + "/check_health", timeout=2)
-                break
-            except OSError:
-                if proc.poll() is not None:
-                    pytest.fail(f"model-explorer exited: {log.read_text()[-2000:]}")
-                time.sleep(0.5)
-        else:
-            pytest.fail("model-explorer did not start")
-        yield base
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 def _send(base: str, path) -> dict:
@@ -199,9 +157,10 @@ def _send(base: str, path) -> dict:
     return _get(base + "/api/v1/send_command?json=" + urllib.parse.quote(json.dumps(cmd)))
 
 
-def test_server_answers_bad_files_and_stays_up(server, tmp_path):
+def test_server_answers_bad_files_and_stays_up(model_explorer_server, tmp_path):
     cut = tmp_path / "cut.pte"
     cut.write_bytes((SAMPLES / "mlp_xnnpack.pte").read_bytes()[:300])
+    server = model_explorer_server
     resp = _send(server, cut)
     assert set(resp) == {"error"}
     assert "cut.pte" in resp["error"] and "Traceback" not in resp["error"]
