@@ -368,3 +368,21 @@ def test_mutants_draw_or_raise_artifact_errors(name, tmp_path):
         except wb.ArtifactError:
             pass
     assert drawn > 0  # some mutants still open: their graphs are drawn
+
+
+def test_graph_from_columns_equals_frames():
+    """wb.graph keeps a .pte graph as column lists and makes the frames on first use: they
+    equal pte_frames' (same dtypes, same cells); a Graph needs frames or columns."""
+    from workbench.graphs import Graph
+    from workbench.graphs._pte import pte_frames
+
+    art = wb.open(SAMPLES / "llm_tiny.pte")
+    g = wb.graph(art)
+    ncols, ecols = g.raw_columns()
+    assert len(ncols["id"]) == len(g.nodes) and len(ecols["source"]) == len(g.edges)
+    nodes, edges, names = pte_frames(art)
+    pd.testing.assert_frame_equal(g.nodes, nodes)
+    pd.testing.assert_frame_equal(g.edges, edges)
+    assert g.methods == names
+    with pytest.raises(TypeError):
+        Graph(source="x")

@@ -15,9 +15,11 @@ Defects are drawn, never refused: a value index outside the method's value table
 instructions that write it gets an edge back from the first of them, marked ``read before
 written (cycle)``.
 
-Speed: each frame is split by method once and read column-wise (``tolist``); the joins are
-dictionary look-ups over the instructions' argument tuples (the 1B LLM: 573 instructions,
-164 XNNPACK delegates), with no per-delegate pandas objects.
+Speed: each frame is split by method once and read column-wise (``tolist``, category codes);
+the joins are dictionary look-ups over the instructions' argument tuples (the 1B LLM: 573
+instructions, 164 XNNPACK delegates), with no per-delegate pandas objects. Rows are dicts
+holding every column, transposed into column lists once (:func:`pte_columns`); pandas frames
+are made only when a caller asks for them (:class:`~workbench.graphs.Graph` does it lazily).
 """
 
 from __future__ import annotations
@@ -57,12 +59,22 @@ NEVER_WRITTEN = "read but never written"
 def _rows(df: pd.DataFrame, cols: tuple[str, ...]) -> list[tuple]:
     """The rows of ``df`` as tuples of plain Python values (missing -> None): one pass per
     column (a vectorised mask for the missing cells), not a check per cell."""
+    import pandas as pd
+
     present = []
     for c in cols:
         if c not in df:
             present.append([None] * len(df))
             continue
         col = df[c]
+        kind = getattr(col.dtype, "kind", "O")
+        if kind in "biu" and not isinstance(col.dtype, pd.api.extensions.ExtensionDtype):
+            present.append(col.tolist())  # numpy bool / integers: never missing
+            continue
+        if isinstance(col.dtype, pd.CategoricalDtype):  # codes -> categories (-1: missing)
+            names = [*col.cat.categories.tolist(), None]
+            present.append([names[k] for k in col.cat.codes.tolist()])
+            continue
         values = col.astype(object).tolist()
         missing = col.isna().to_numpy()
         if missing.any():
@@ -301,7 +313,10 @@ def _method(out: _Out, m: str, ins: list[tuple], nvalues: int, parts: dict[str, 
 def _expand(out: _Out, m: str, calls: list, dels: dict, parts: dict[str, Any],
             facts: list[_Fact]) -> dict[tuple[str, int], str]:
     """Nodes and edges inside every XNNPACK delegate call of method ``m`` whose graph was
-    read; returns (call node, outer value) -> the group output node that now produces it."""
+    read; returns (call node, outer value) -> the group output node that now produces it.
+
+    A delegate tensor row is ``(name, dtype, shape, nbytes, role, quant, storage,
+    external_id)`` (``PART_COLS["delegate_tensors"]`` after index and value)."""
     dn, dt = parts["delegate_nodes"], parts["delegate_tensors"]
     rewire: dict[tuple[str, int], str] = {}
     if dn is None or not calls:
@@ -317,41 +332,76 @@ def _expand(out: _Out, m: str, calls: list, dels: dict, parts: dict[str, Any],
     for _i, d, _a, _n in calls:
         ncalls[d] = ncalls.get(d, 0) + 1
     n_outer = len(facts)
+    add_node, add_edge = out.nodes.append, out.edges.append
+    node_blank, edge_blank = dict.fromkeys(NODE_COLUMNS), dict.fromkeys(EDGE_COLUMNS)
     for instr, d, args, call in calls:
         backend = dels.get(d, (None,))[0]
         if backend != "xnnpack" or d not in ops:
             continue
         ns = f"delegate{d}" if ncalls[d] == 1 else f"delegate{d}@i{instr}"
-        grp = _Group(out, ns, tensors.get(d, {}),
-                     {"method": m, "namespace": ns, "delegate_index": d, "backend": backend})
-        tens, info, group_node, role, made = grp.tens, grp.info, grp.node, grp.role, grp.made
-        common = grp.common
+        tens: dict[int, tuple] = tensors.get(d, {})
+        base = node_blank.copy()
+        base["method"], base["namespace"], base["delegate_index"], base["backend"] = \
+            m, ns, d, backend
+        made: set[str] = set()
+
+        def edge(src: str, target: str, t: int, defect: str | None,
+                 tens: dict[int, tuple] = tens) -> None:
+            row = edge_blank.copy()
+            r = tens.get(t)
+            if r is not None:
+                row["name"], row["dtype"], row["shape"], row["bytes"] = r[0], r[1], r[2], r[3]
+            row["method"], row["source"], row["target"] = m, src, target
+            row["value"], row["defect"] = t, defect
+            add_edge(row)
+
+        def group_node(t: int, kind: str, ns: str = ns, tens: dict[int, tuple] = tens,
+                       made: set[str] = made, base: dict[str, Any] = base) -> str:
+            """The id of the group node of ``kind`` for value ``t`` (made on first use)."""
+            prefix = _GROUP_PREFIX[kind]
+            nid = f"{ns}/{prefix}{t}"
+            if nid not in made:
+                made.add(nid)
+                r = tens.get(t)
+                row = base.copy()
+                ext = None
+                if r is not None:
+                    row["name"], row["dtype"], row["shape"], row["bytes"] = r[0], r[1], r[2], r[3]
+                    row["quant"], row["storage"], ext = r[5], r[6], r[7]
+                row["id"], row["kind"], row["value"] = nid, kind, t
+                row["label"] = (row["name"] if kind == "delegate_constant" else
+                                f"{prefix} {ext}" if ext is not None else nid)
+                row["defect"] = DANGLING if kind == "missing" else None
+                add_node(row)
+            return nid
+
         prod: dict[int, str] = {}
         for node, op, _in, outs, handle in ops[d]:
             nid = f"{ns}/n{node}"
-            first = info(outs[0]) if outs else {}
-            out.node(**common, id=nid, label=op, kind="delegate_node", op=op,
-                     debug_handle=handle, dtype=first.get("dtype"), shape=first.get("shape"),
-                     quant=first.get("quant"))
+            row = base.copy()
+            r = tens.get(outs[0]) if outs else None
+            if r is not None:
+                row["dtype"], row["shape"], row["quant"] = r[1], r[2], r[5]
+            row["id"], row["label"], row["kind"], row["op"] = nid, op, "delegate_node", op
+            row["debug_handle"] = handle
+            add_node(row)
             for t in outs:
                 prod.setdefault(t, nid)
         for node, _op, inputs, _outs, _h in ops[d]:
+            target = f"{ns}/n{node}"
             for t in inputs:
                 src, defect = prod.get(t), None
                 if src is None:
-                    r = role(t)
-                    if r == "input":
+                    r = tens.get(t)
+                    role = r[4] if r is not None else None
+                    if role == "input":
                         src = group_node(t, "delegate_input")
-                    elif r == "constant":
+                    elif role == "constant":
                         src = group_node(t, "delegate_constant")
                     else:
                         src = group_node(t, "missing")
-                        defect = DANGLING if r is None else NEVER_WRITTEN
-                i = info(t)
-                i.pop("quant", None)
-                i.pop("storage", None)
-                out.edge(method=m, source=src, target=f"{ns}/n{node}", value=t, defect=defect,
-                         **i)
+                        defect = DANGLING if role is None else NEVER_WRITTEN
+                edge(src, target, t, defect)
         for t, r in tens.items():
             if r[4] == "input" and f"{ns}/in{t}" not in made:
                 group_node(t, "delegate_input")  # an input no operation reads
@@ -359,11 +409,7 @@ def _expand(out: _Out, m: str, calls: list, dels: dict, parts: dict[str, Any],
                 continue
             oid = group_node(t, "delegate_output")
             src = prod.get(t) or (f"{ns}/in{t}" if f"{ns}/in{t}" in made else None)
-            i = info(t)
-            i.pop("quant", None)
-            i.pop("storage", None)
-            out.edge(method=m, source=src or group_node(t, "missing"), target=oid, value=t,
-                     defect=None if src else NEVER_WRITTEN, **i)
+            edge(src or group_node(t, "missing"), oid, t, None if src else NEVER_WRITTEN)
         # the call feeds the group inputs; the group outputs feed the call's readers
         for t, r in tens.items():
             ext = r[7]
@@ -372,46 +418,19 @@ def _expand(out: _Out, m: str, calls: list, dels: dict, parts: dict[str, Any],
             outer = args[ext] if ext is not None and 0 <= ext < len(args) else None
             good = outer is not None and 0 <= outer < n_outer
             if r[4] == "input":
-                t_info = facts[outer].tensor() if good else {}
-                out.edge(method=m, source=call, target=f"{ns}/in{t}", value=outer,
-                         defect=None if good else DANGLING, **t_info)
+                row = edge_blank.copy()
+                if good:
+                    f = facts[outer]
+                    row["name"], row["dtype"], row["shape"] = f.name, f.dtype, f.shape
+                    row["bytes"], row["lifetime"] = f.nbytes, f.lifetime
+                row["method"], row["source"], row["target"] = m, call, f"{ns}/in{t}"
+                row["value"], row["defect"] = outer, None if good else DANGLING
+                add_edge(row)
             elif good:
                 rewire[(call, outer)] = f"{ns}/out{t}"
     return rewire
 
 
-class _Group:
-    """One expanded delegate call: its namespace, its tensors and the group nodes made."""
-
-    def __init__(self, out: _Out, ns: str, tens: dict[int, tuple], common: dict[str, Any]
-                 ) -> None:
-        self.out, self.ns, self.tens, self.common = out, ns, tens, common
-        self.made: set[str] = set()
-
-    def info(self, t: int) -> dict[str, Any]:
-        """Column values of XNNPACK value ``t`` (empty when the graph has no such value)."""
-        r = self.tens.get(t)
-        if r is None:
-            return {}
-        name, dtype, shape, nb, _role, quant, storage, _ext = r
-        return {"name": name, "dtype": dtype, "shape": shape, "bytes": nb, "quant": quant,
-                "storage": storage}
-
-    def role(self, t: int) -> str | None:
-        r = self.tens.get(t)
-        return r[4] if r is not None else None
-
-    def node(self, t: int, kind: str) -> str:
-        """The id of the group node of ``kind`` for value ``t`` (made on first use)."""
-        prefix = {"delegate_input": "in", "delegate_constant": "c",
-                  "delegate_output": "out", "missing": "missing"}[kind]
-        nid = f"{self.ns}/{prefix}{t}"
-        if nid not in self.made:
-            self.made.add(nid)
-            r = self.tens.get(t)
-            ext = r[7] if r is not None else None
-            label = (self.info(t).get("name") if kind == "delegate_constant" else
-                     f"{prefix} {ext}" if ext is not None else nid)
-            self.out.node(**self.common, id=nid, label=label, kind=kind, value=t,
-                          **self.info(t), defect=DANGLING if kind == "missing" else None)
-        return nid
+#: id prefix of each kind of group node
+_GROUP_PREFIX = {"delegate_input": "in", "delegate_constant": "c", "delegate_output": "out",
+                 "missing": "missing"}

@@ -4,6 +4,7 @@ per-node values of the overlays. ``main`` (the extension module) only wraps thes
 from __future__ import annotations
 
 import os
+from itertools import compress
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ArtifactError, CorruptError
@@ -117,22 +118,23 @@ def _raw_texts(values: list, dtype: str) -> list[str | None]:
     return [None if v is None or v is _NA else str(v) for v in values]
 
 
-def _group(methods: list, texts: list[list[str | None]]) -> dict[str, list[list[str | None]]]:
-    out: dict[str, list[list[str | None]]] = {}
-    for m, *row in zip(methods, *texts):
-        out.setdefault(str(m), []).append(row)
+def _text_columns(df: Any, cols: tuple[str, ...]) -> tuple[list, dict[str, list]]:
+    """(method of each row, column -> texts (None: missing)) of frame ``df``."""
+    return df["method"].tolist(), {c: _texts(df[c]) for c in cols}
+
+
+def _raw_text_columns(columns: dict[str, list], dtypes: dict[str, str], cols: tuple[str, ...]
+                      ) -> tuple[list, dict[str, list]]:
+    """:func:`_text_columns` of the frame that raw ``columns`` would make, without making it."""
+    return columns["method"], {c: _raw_texts(columns[c], dtypes[c]) for c in cols}
+
+
+def _rows_by_method(methods: list) -> dict[str, list[int]]:
+    """Row numbers of each method, in row order."""
+    out: dict[str, list[int]] = {}
+    for i, m in enumerate(methods):
+        out.setdefault(str(m), []).append(i)
     return out
-
-
-def _by_method(df: Any, cols: tuple[str, ...]) -> dict[str, list[list[str | None]]]:
-    """Rows of ``df`` as lists of attribute texts (None: missing), grouped by method."""
-    return _group(df["method"].tolist(), [_texts(df[c]) for c in cols])
-
-
-def _by_method_raw(columns: dict[str, list], dtypes: dict[str, str], cols: tuple[str, ...]
-                   ) -> dict[str, list[list[str | None]]]:
-    """:func:`_by_method` of the frame that raw ``columns`` would make, without making it."""
-    return _group(columns["method"], [_raw_texts(columns[c], dtypes[c]) for c in cols])
 
 
 def me_graphs(model_path: str) -> list[Any]:
@@ -173,18 +175,28 @@ def _me_graphs(model_path: str) -> list[Any]:
         from ..graphs import EDGE_COLUMNS, NODE_COLUMNS
 
         ncols = [c for c in ATTRS if c in NODE_COLUMNS]
-        nodes_by = _by_method_raw(raw[0], NODE_COLUMNS, (*node_cols, *ncols))
-        edges_by = _by_method_raw(raw[1], EDGE_COLUMNS, edge_cols)
+        n_methods, nt = _raw_text_columns(raw[0], NODE_COLUMNS, (*node_cols, *ncols))
+        e_methods, et = _raw_text_columns(raw[1], EDGE_COLUMNS, edge_cols)
     else:
         ncols = [c for c in ATTRS if c in g.nodes]
-        nodes_by = _by_method(g.nodes, (*node_cols, *ncols))
-        edges_by = _by_method(g.edges, edge_cols)
+        n_methods, nt = _text_columns(g.nodes, (*node_cols, *ncols))
+        e_methods, et = _text_columns(g.edges, edge_cols)
     # positional arguments (field order of model_explorer 0.1.34, checked by the tests):
     # tens of thousands of these are made for a large program
-    KV, Edge, Meta = gb.KeyValue, gb.IncomingEdge, gb.MetadataItem
+    KV, Edge, Meta, Node = gb.KeyValue, gb.IncomingEdge, gb.MetadataItem, gb.GraphNode
+    # node attributes column by column (most cells are empty), in ATTRS order
+    node_attrs: list[list[Any]] = [[] for _ in n_methods]
+    for c in ncols:
+        col = nt[c]
+        present = [v is not None for v in col]
+        for attrs, v in zip(compress(node_attrs, present), compress(col, present)):
+            attrs.append(KV(c, v))
+    node_rows, edge_rows = _rows_by_method(n_methods), _rows_by_method(e_methods)
+    ids, labels, spaces, defects = (nt[c] for c in node_cols)
+    edge_cols_t = [et[c] for c in edge_cols]
     out = []
     for method in g.methods:
-        rows = nodes_by.get(method)
+        rows = node_rows.get(method)
         if not rows:
             continue
         # output ids: one per (producer, value) pair; input ids per consumer, in edge order
@@ -192,7 +204,9 @@ def _me_graphs(model_path: str) -> list[Any]:
         n_out: dict[str, int] = {}
         incoming: dict[str, list[Any]] = {}
         outputs_meta: dict[str, list[Any]] = {}
-        for s, t, v, name, dtype, shape, defect in edges_by.get(method, ()):
+        picked = edge_rows.get(method, ())
+        for s, t, v, name, dtype, shape, defect in zip(
+                *([col[i] for i in picked] for col in edge_cols_t)):
             key = (s, v or name or "")
             oid = out_ids.get(key)
             if oid is None:
@@ -209,12 +223,12 @@ def _me_graphs(model_path: str) -> list[Any]:
             lst = incoming.setdefault(t, [])
             lst.append(Edge(s, oid, str(len(lst))))
         gnodes = []
-        for nid, label, ns, defect, *values in rows:
-            attrs = [KV(c, v) for c, v in zip(ncols, values) if v is not None]
-            gnodes.append(gb.GraphNode(
-                id=nid, label=label or nid, namespace=ns or "", attrs=attrs,
+        for i in rows:
+            nid = ids[i]
+            gnodes.append(Node(
+                id=nid, label=labels[i] or nid, namespace=spaces[i] or "", attrs=node_attrs[i],
                 incomingEdges=incoming.get(nid, []), outputsMetadata=outputs_meta.get(nid, []),
-                style=gb.GraphNodeStyle(**DEFECT_STYLE) if defect else None))
+                style=gb.GraphNodeStyle(**DEFECT_STYLE) if defects[i] else None))
         out.append(gb.Graph(id=method, nodes=gnodes))
     if not out:
         out.append(gb.Graph(id="empty", nodes=[gb.GraphNode(
