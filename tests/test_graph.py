@@ -386,3 +386,74 @@ def test_graph_from_columns_equals_frames():
     assert g.methods == names
     with pytest.raises(TypeError):
         Graph(source="x")
+
+
+# ------------------------------------------------ time on the operations inside XNNPACK calls
+
+
+def test_match_ops_order_type_aliases_and_leftovers():
+    from workbench.graphs._delegation import match_ops
+
+    # fused Convert nodes have no event; the FCs match in order
+    assert match_ops(["Fully Connected (NC, QDU8, F32, QB4W) GEMM #1",
+                      "Fully Connected (NC, QDU8, F32, QB4W) GEMM #2"],
+                     ["Convert", "Convert", "FullyConnected", "FullyConnected"]) == [2, 3]
+    # XNNPACK's rewrites: x*x runs as Square, a concatenation as a copy
+    assert match_ops(["Square (NC) #1", "Copy (NC, X32) #1"], ["Multiply", "Concatenate2"]) \
+        == [0, 1]
+    # an event of a type not ahead stays unmatched; matching goes on after it
+    assert match_ops(["Add (ND) #1", "Softmax (NC) #1", "Add (ND) #2"],
+                     ["Add", "Multiply", "Add"]) == [0, None, 2]
+    # forward only: a node is taken once
+    assert match_ops(["Add (ND) #1", "Add (ND) #2"], ["Add"]) == [0, None]
+    assert match_ops([], ["Add"]) == [] and match_ops(["Add (ND) #1"], []) == [None]
+
+
+def test_delegate_op_times_on_the_xnnpack_sample():
+    from workbench.graphs._delegation import delegate_op_times
+
+    art = wb.open(SAMPLES / "mlp_xnnpack.pte")
+    t = delegate_op_times(art, SAMPLES / "mlp_xnnpack.etdp")
+    ev = wb.open(SAMPLES / "mlp_xnnpack.etdp").frames["events"]
+    ops = ev[ev["kind"] == "delegate_op"]
+    assert t["node"].tolist() == [0, 1] and set(t["op"]) == {"FullyConnected"}
+    assert t["runs"].tolist() == [3, 3]
+    assert int(t["duration"].sum()) == int(ops["duration"].sum())
+    pytest.importorskip("model_explorer", reason="the graph extra is not installed")
+    from workbench.model_explorer.convert import overlay_values
+
+    v = overlay_values("workbench_time", str(SAMPLES / "mlp_xnnpack.pte"), "forward")
+    assert v["delegate0/n0"] == t["mean"].iloc[0] and "delegate0/n1" in v and "i0" in v
+
+
+@pytest.mark.slow
+def test_delegate_op_times_match_every_xnnpack_event_of_a_real_llm_run(tmp_path):
+    """A real run of the LLM export: every XNNPACK operator event lands on a node of its own
+    delegate, of the same type (or an XNNPACK rewrite of it); per call, the operations' time
+    fits inside the call's."""
+    from workbench.graphs._delegation import (
+        OP_ALIASES,
+        _event_key,
+        _node_key,
+        delegate_op_times,
+        node_times,
+    )
+
+    pytest.importorskip("executorch.runtime")
+    trace = tmp_path / "llm_tiny.etdp"
+    wb.run(SAMPLES / "llm_tiny.pte", iterations=2, etdump=str(trace))
+    art = wb.open(SAMPLES / "llm_tiny.pte")
+    t = delegate_op_times(art, trace)
+    ev = wb.open(trace).frames["events"]
+    n_events = int((ev["kind"] == "delegate_op").sum())
+    assert len(t) > 50 and int(t["runs"].sum()) == n_events
+    assert t["node"].notna().all(), t[t["node"].isna()]
+    for event, op in zip(t["event"], t["op"]):
+        k = _event_key(event)
+        assert _node_key(op) in OP_ALIASES.get(k, frozenset()) | {k}, (event, op)
+    dn = art.frames["delegate_nodes"]
+    known = set(zip(dn["index"].astype(int), dn["node"].astype(int)))
+    assert set(zip(t["delegate_index"], t["node"])) <= known
+    calls = node_times(art, trace).set_index("instruction")["duration"]
+    inside = t.groupby("instruction")["duration"].sum()
+    assert (inside <= calls.reindex(inside.index)).all()

@@ -13,7 +13,8 @@ if TYPE_CHECKING:
 
     from ..artifact import Artifact
 
-__all__ = ["DELEGATION_COLUMNS", "delegation_frame", "node_times"]
+__all__ = ["DELEGATION_COLUMNS", "OP_ALIASES", "delegate_op_times", "delegation_frame", "match_ops",
+           "node_times"]
 
 #: Columns of the ``delegation`` frame, with their meaning.
 DELEGATION_COLUMNS: dict[str, str] = {
@@ -147,3 +148,108 @@ def node_times(art: Artifact, etdump: Any) -> pd.DataFrame:
     out.columns = ["method", "instruction", "duration", "runs"]
     out["mean"] = out["duration"] / out["runs"]
     return out
+
+
+#: Runtime operators XNNPACK makes for a graph node of another type (its rewrites):
+#: ``x * x`` runs as Square; concatenation and reshapes run as copies.
+OP_ALIASES: dict[str, frozenset[str]] = {
+    "square": frozenset({"multiply"}),
+    "copy": frozenset({"concatenate", "staticreshape", "staticslice", "copy"}),
+}
+
+
+def _event_key(name: str) -> str:
+    """``"Fully Connected (NC, F32) GEMM #2"`` -> ``"fullyconnected"``."""
+    base = name.split(" (", 1)[0].split(" #", 1)[0]
+    return base.replace(" ", "").lower()
+
+
+def _node_key(op: str) -> str:
+    """``"Concatenate2"`` -> ``"concatenate"``."""
+    return op.rstrip("0123456789").lower()
+
+
+def match_ops(events: list[str], ops: list[str]) -> list[int | None]:
+    """For each XNNPACK runtime event name (in execution order), the position in ``ops`` (the
+    delegate's graph nodes, in node order) of the node it ran, or None.
+
+    XNNPACK runs one operator per node in node order, but fuses some nodes away (a Convert
+    feeding a Fully Connected, a Clamp) and rewrites others (:data:`OP_ALIASES`). The match is
+    greedy and forward only: an event takes the next unmatched node of its type (or an
+    alias); an event of a type not ahead stays unmatched (its time stays on the call only).
+
+    Example:
+        >>> match_ops(["Convert (NC, F32, QD8) #1", "Fully Connected (NC, QD8, F32) GEMM #1"],
+        ...           ["Convert", "FullyConnected", "Clamp"])
+        [0, 1]
+        >>> match_ops(["Square (NC) #1"], ["Multiply"])
+        [0]
+    """
+    keys = [_node_key(o) for o in ops]
+    out: list[int | None] = []
+    at = 0
+    for name in events:
+        ek = _event_key(name)
+        wanted = OP_ALIASES.get(ek, frozenset()) | {ek}
+        hit = next((k for k in range(at, len(keys)) if keys[k] in wanted), None)
+        out.append(hit)
+        if hit is not None:
+            at = hit + 1
+    return out
+
+
+def delegate_op_times(art: Artifact, etdump: Any) -> pd.DataFrame:
+    """Time per operation *inside* XNNPACK delegate calls, from an ETDump.
+
+    XNNPACK logs one event per runtime operator of a call (``"Fully Connected (NC, F32) GEMM
+    #1"``), with no debug handle: each is matched to a node of the delegate's graph by
+    :func:`match_ops` (execution order and operator type). One row per (method, instruction,
+    event position): ``delegate_index``, ``event`` (name without ``#k``), ``node`` (XNNPACK
+    node id, NA when unmatched), ``op`` (the node's type), ``duration`` (summed over runs),
+    ``runs``, ``mean``.
+
+    Example:
+        >>> art = wb.open("sample_models/mlp_xnnpack.pte")               # doctest: +SKIP
+        >>> delegate_op_times(art, "sample_models/mlp_xnnpack.etdp")     # doctest: +SKIP
+    """
+    import pandas as pd
+
+    cols = ["method", "instruction", "delegate_index", "position", "event", "node", "op",
+            "duration", "runs", "mean"]
+    tl = _timeline(art, etdump)
+    d = tl[(tl["event"].astype(str) == "delegate_op") & tl["method"].notna()
+           & tl["delegate_index"].notna()]
+    dels = art.frames["delegates"]
+    xnnpack = set(dels.loc[dels["backend"].astype(str) == "xnnpack", "index"].astype(int))
+    d = d[d["delegate_index"].astype(int).isin(xnnpack)]
+    if d.empty:
+        return pd.DataFrame({c: [] for c in cols})
+    dn = art.frames["delegate_nodes"]
+    nodes: dict[int, tuple[list[int], list[str]]] = {}
+    for idx, g in dn.groupby("index", sort=False):
+        g = g.sort_values("node")
+        nodes[int(idx)] = (g["node"].astype(int).tolist(), g["op"].astype(str).tolist())
+    matched: dict[tuple[int, tuple[str, ...]], list[int | None]] = {}
+    acc: dict[tuple[str, int, int], list[Any]] = {}
+    keys = [d["run"], d["method"].astype(str), d["instruction"].astype(int)]
+    for (_run, m, ins), g in d.sort_values("index").groupby(keys, sort=False, observed=True):
+        di = int(g["delegate_index"].iloc[0])
+        names = g["name"].astype(str).tolist()
+        ids, ops = nodes.get(di, ([], []))
+        key = (di, tuple(names))
+        if key not in matched:
+            matched[key] = match_ops(names, ops)
+        for pos, (name, hit, dur) in enumerate(zip(names, matched[key],
+                                                   g["duration"].astype(int).tolist())):
+            row = acc.get((m, ins, pos))
+            if row is None:
+                row = acc[(m, ins, pos)] = [
+                    m, ins, di, pos, name.split(" #", 1)[0],
+                    ids[hit] if hit is not None else None,
+                    ops[hit] if hit is not None else None, 0, 0]
+            row[7] += dur
+            row[8] += 1
+    out = pd.DataFrame(list(acc.values()), columns=cols[:-1])
+    out["node"] = out["node"].astype("Int64")
+    out["mean"] = out["duration"] / out["runs"]
+    return out.sort_values(["method", "instruction", "position"], ignore_index=True)

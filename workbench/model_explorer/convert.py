@@ -20,8 +20,10 @@ ATTRS = ("kind", "instruction", "position", "op", "delegate_index", "backend", "
          "lifetime", "debug_handle", "defect")
 #: The overlays: provider id -> (name, description).
 OVERLAYS = {
-    "workbench_time": ("Time per node (ETDump)", "mean time per run of each instruction, from "
-                       "an ETDump read by the workbench (no Inspector, no flatc)"),
+    "workbench_time": ("Time per node (ETDump)", "mean time per run of each instruction, and "
+                       "of each operation inside an XNNPACK call (its events matched to the "
+                       "delegate's nodes by order and operator type), from an ETDump read by "
+                       "the workbench (no Inspector, no flatc)"),
     "workbench_bytes": ("Bytes read + written", "tensor bytes each instruction reads and writes"),
     "workbench_constant_bytes": ("Constant bytes", "bytes of stored weights and constants"),
     "workbench_quant": ("Quantisation scheme", "0 none, 1 per-tensor, 2 per-channel, "
@@ -242,8 +244,9 @@ def overlay_values(provider: str, model_path: str, graph_id: str,
     """node id -> value of overlay ``provider`` (see :data:`OVERLAYS`) on graph ``graph_id``.
 
     ``workbench_time`` needs an ETDump: ``etdump``, else ``<model stem>.etdp`` next to the
-    model. Time lands on instruction nodes (mean per run); a delegate's group nodes share
-    the call's time only through the call node.
+    model. Time lands on instruction nodes (mean per run) and on the operations inside
+    XNNPACK calls that :func:`workbench.graphs._delegation.match_ops` matched to an event
+    (the call node keeps the whole call's time).
 
     Example:
         >>> overlay_values("workbench_delegated", "sample_models/mlp_xnnpack.pte",
@@ -255,18 +258,30 @@ def overlay_values(provider: str, model_path: str, graph_id: str,
     out: dict[str, float] = {}
     if provider == "workbench_time":
         from ..graphs import as_artifact
-        from ..graphs._delegation import node_times
+        from ..graphs._delegation import delegate_op_times, node_times
 
         path = etdump or os.path.splitext(model_path)[0] + ".etdp"
         if not os.path.isfile(path):
             raise FileNotFoundError(f"{os.path.basename(model_path)}: no ETDump given and none "
                                     f"at {os.path.basename(path)}")
-        t = node_times(as_artifact(model_path), path)
+        art = as_artifact(model_path)
+        t = node_times(art, path)
         t = t[t["method"] == graph_id]
         by = dict(zip(t["instruction"].astype(int), t["mean"].astype(float)))
         for nid, ins in zip(n["id"], n["instruction"]):
             if not _missing(ins) and int(ins) in by:
                 out[nid] = by[int(ins)]
+        # operations inside XNNPACK calls: matched by order and type (delegate_op_times)
+        ids = set(n["id"])
+        inner = delegate_op_times(art, path)
+        inner = inner[(inner["method"] == graph_id) & inner["node"].notna()]
+        for ins, d, node, mean in zip(inner["instruction"], inner["delegate_index"],
+                                      inner["node"], inner["mean"]):
+            nid = f"delegate{d}@i{ins}/n{node}"
+            if nid not in ids:
+                nid = f"delegate{d}/n{node}"
+            if nid in ids:
+                out[nid] = out.get(nid, 0.0) + float(mean)
         return out
     for row in n.itertuples(index=False):
         v: Any = None
