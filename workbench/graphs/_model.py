@@ -119,7 +119,8 @@ class Graph:
     def raw_columns(self) -> tuple[dict[str, list], dict[str, list]] | None:
         """The (node, edge) column lists this graph was built from (plain Python values,
         None: missing), or None for a graph built from frames. For fast consumers (Model
-        Explorer's adapter) that would otherwise convert the frames back to values.
+        Explorer's adapter) that would otherwise convert the frames back to values. The lists
+        are the graph's own, not copies: read them, do not modify them.
 
         Example:
             >>> ncols, ecols = wb.graph("sample_models/mlp_portable.pte").raw_columns()  # doctest: +SKIP
