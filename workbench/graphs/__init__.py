@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ._delegation import delegate_op_times, match_ops, node_times
 from ._model import EDGE_COLUMNS, NODE_COLUMNS, Graph
 
 if TYPE_CHECKING:
@@ -24,7 +25,8 @@ if TYPE_CHECKING:
 
     from ..artifact import Artifact
 
-__all__ = ["EDGE_COLUMNS", "NODE_COLUMNS", "Graph", "as_artifact", "delegation", "graph"]
+__all__ = ["EDGE_COLUMNS", "NODE_COLUMNS", "Graph", "as_artifact", "delegate_op_times",
+           "delegation", "graph", "match_ops", "node_times"]
 
 
 def as_artifact(artifact: Any) -> Artifact:

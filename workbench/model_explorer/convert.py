@@ -245,7 +245,7 @@ def overlay_values(provider: str, model_path: str, graph_id: str,
 
     ``workbench_time`` needs an ETDump: ``etdump``, else ``<model stem>.etdp`` next to the
     model. Time lands on instruction nodes (mean per run) and on the operations inside
-    XNNPACK calls that :func:`workbench.graphs._delegation.match_ops` matched to an event
+    XNNPACK calls that :func:`workbench.graphs.match_ops` matched to an event
     (the call node keeps the whole call's time).
 
     Example:
